@@ -1,0 +1,55 @@
+// env is the one door to the operating system for files (after leveldb's Env): everything that
+// reads or writes state goes through it, so tests can swap in an in-memory or fault-injecting
+// env. Implementations: os/posix/env_posix.cpp, os/windows/env_windows.cpp, os/mem_env.h.
+// An env is shared and outlives every file it hands out; callers own the returned files.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/status.h"
+
+namespace baton {
+
+// A file opened for writing from scratch. Nothing is durable until sync() returns success.
+class writable_file {
+ public:
+  virtual ~writable_file() = default;
+  virtual status append(std::string_view data) = 0;
+  virtual status sync() = 0;  // fsync / FlushFileBuffers: data reached the disk
+  virtual status close() = 0;
+};
+
+class env {
+ public:
+  virtual ~env() = default;
+
+  // Creates or truncates `path`.
+  virtual result<std::unique_ptr<writable_file>> new_writable_file(
+      const std::filesystem::path& path) = 0;
+  virtual result<std::string> read_file(const std::filesystem::path& path) = 0;
+  // Atomically replaces `to` with `from` (rename(2); MoveFileExW with REPLACE_EXISTING).
+  virtual status rename_file(const std::filesystem::path& from,
+                             const std::filesystem::path& to) = 0;
+  virtual status remove_file(const std::filesystem::path& path) = 0;
+  // Makes a directory's entries (a rename into it) durable. A no-op where the OS has no such call.
+  virtual status sync_dir(const std::filesystem::path& dir) = 0;
+  virtual status create_dirs(const std::filesystem::path& dir) = 0;
+  virtual bool file_exists(const std::filesystem::path& path) = 0;
+  // Names (not paths) of the entries of `dir`, sorted.
+  virtual result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) = 0;
+
+  // The process-wide env of this OS. Never destroyed.
+  static env& default_env();
+};
+
+// Replaces `path` with `data` so that a crash at any moment leaves either the old or the new
+// content, whole: write a temp file in the same folder, sync it, rename it over `path`, sync the
+// folder. On any failure the temp file is removed (best effort) and `path` is untouched.
+status write_file_atomic(env& e, const std::filesystem::path& path, std::string_view data);
+
+}  // namespace baton

@@ -1,0 +1,145 @@
+// POSIX env: plain open/write/fsync/rename with every errno reported by name.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "os/env.h"
+
+namespace baton {
+
+namespace {
+
+error errno_error(const std::string& what, const std::filesystem::path& path, int err) {
+  return make_error(what + " " + path.string() + ": " + std::strerror(err));
+}
+
+class posix_writable_file final : public writable_file {
+ public:
+  posix_writable_file(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~posix_writable_file() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  status append(std::string_view data) override {
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno_error("write", path_, errno);
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return {};
+  }
+
+  status sync() override {
+    // A failed fsync is never retried: the kernel may have dropped the dirty pages already.
+    if (::fsync(fd_) != 0) return errno_error("fsync", path_, errno);
+    return {};
+  }
+
+  status close() override {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return errno_error("close", path_, errno);
+    return {};
+  }
+
+ private:
+  std::filesystem::path path_;
+  int fd_;
+};
+
+class posix_env final : public env {
+ public:
+  result<std::unique_ptr<writable_file>> new_writable_file(
+      const std::filesystem::path& path) override {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return errno_error("open", path, errno);
+    return std::unique_ptr<writable_file>(new posix_writable_file(path, fd));
+  }
+
+  result<std::string> read_file(const std::filesystem::path& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno_error("open", path, errno);
+    std::string out;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        const int err = errno;
+        ::close(fd);
+        return errno_error("read", path, err);
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return out;
+  }
+
+  status rename_file(const std::filesystem::path& from, const std::filesystem::path& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return errno_error("rename " + from.string() + " to", to, errno);
+    }
+    return {};
+  }
+
+  status remove_file(const std::filesystem::path& path) override {
+    if (::unlink(path.c_str()) != 0) return errno_error("remove", path, errno);
+    return {};
+  }
+
+  status sync_dir(const std::filesystem::path& dir) override {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno_error("open folder", dir, errno);
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return errno_error("fsync folder", dir, err);
+    return {};
+  }
+
+  status create_dirs(const std::filesystem::path& dir) override {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return make_error("create folder " + dir.string() + ": " + ec.message());
+    return {};
+  }
+
+  bool file_exists(const std::filesystem::path& path) override {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
+  }
+
+  result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return errno_error("list folder", dir, errno);
+    std::vector<std::string> names;
+    while (const dirent* ent = ::readdir(d)) {
+      const std::string_view name = ent->d_name;
+      if (name == "." || name == "..") continue;
+      names.emplace_back(name);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+}  // namespace
+
+env& env::default_env() {
+  static posix_env* instance = new posix_env;  // never destroyed: used from exit paths too
+  return *instance;
+}
+
+}  // namespace baton

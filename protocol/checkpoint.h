@@ -1,0 +1,65 @@
+// A checkpoint is everything a worker needs to resume exactly: named tensors plus string
+// metadata, stored as a safetensors file (8-byte little-endian header length, JSON header, raw
+// little-endian tensor bytes) so any safetensors or numpy reader can load the weights. baton adds
+// a format version and an xxh64 digest over the whole file in `__metadata__`, so every truncation,
+// flipped bit or lying header is detected. Tensor names are documented in protocol/README.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/status.h"
+
+namespace baton::protocol {
+
+enum class dtype { f32, f64, i64, u64, u32, i32, u8 };
+std::string_view to_string(dtype t);  // safetensors spelling: "F32", "I64", ...
+std::size_t dtype_size(dtype t);
+
+struct tensor {
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<std::int64_t> shape;
+  std::string bytes;  // little-endian, C order; size == product(shape) * dtype_size(type)
+
+  template <class T>
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
+};
+
+inline constexpr int checkpoint_format_version = 1;
+
+// Keys of __metadata__ that every baton checkpoint has (values are strings, as safetensors wants).
+namespace meta {
+inline constexpr const char* format = "format";  // "baton-checkpoint"
+inline constexpr const char* format_version = "format_version";
+inline constexpr const char* digest = "digest";  // "xxh64:<16 hex digits>"
+inline constexpr const char* job = "job";
+inline constexpr const char* step = "step";    // global optimizer steps done
+inline constexpr const char* epoch = "epoch";  // epochs fully done
+}  // namespace meta
+
+struct checkpoint {
+  std::map<std::string, std::string> metadata;
+  std::vector<tensor> tensors;  // written in this order
+
+  const tensor* find(std::string_view name) const;
+  std::int64_t step() const;  // metadata "step", 0 if absent (decode guarantees it is valid)
+};
+
+// Serialises to safetensors bytes, setting format, format_version and digest in the metadata.
+// Fails on inconsistent tensors (size not matching shape, duplicate names).
+result<std::string> encode_checkpoint(const checkpoint& c);
+
+// Parses and verifies everything: sizes, offsets, dtypes, shapes, digest, version, required
+// metadata. `what` names the source (a file path) in error messages, with byte offsets.
+result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view what);
+
+// The digest string stored in a file's metadata ("xxh64:..."), for protocol messages.
+result<std::string> checkpoint_digest(std::string_view bytes);
+
+}  // namespace baton::protocol

@@ -1,0 +1,47 @@
+// A checkpoint store is one job's folder of checkpoint files, named by step
+// (ckpt-000000001234.safetensors), written atomically through an env and pruned to the newest
+// `keep`. Loading walks from the newest file back and returns the first that verifies, with the
+// reasons the newer ones were rejected, so a corrupt file never stops a job that has a good one.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "os/env.h"
+#include "protocol/checkpoint.h"
+
+namespace baton::protocol {
+
+struct loaded_checkpoint {
+  std::filesystem::path path;
+  checkpoint data;
+  std::vector<std::string> rejected;  // "<path>: <reason>" for each newer file that failed
+};
+
+class checkpoint_store {
+ public:
+  checkpoint_store(env& e, std::filesystem::path dir, int keep);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  std::filesystem::path path_for_step(std::int64_t step) const;
+
+  // Writes atomically, then removes the oldest beyond `keep`. On failure nothing that was
+  // already saved is touched. Returns the path written.
+  result<std::filesystem::path> save(const checkpoint& c);
+
+  // Newest checkpoint that verifies; nullopt (not an error) when there is none at all. An error
+  // when files exist but none verifies, listing each file's reason.
+  result<std::optional<loaded_checkpoint>> load_newest() const;
+
+  // Checkpoint file paths, oldest first.
+  result<std::vector<std::filesystem::path>> list() const;
+
+ private:
+  env& env_;
+  std::filesystem::path dir_;
+  int keep_;
+};
+
+}  // namespace baton::protocol

@@ -1,0 +1,167 @@
+// A job spec is the typed form of one job's JSON document: what to train, on what data, and how
+// the supervisor keeps the run alive (shards, memory budget, restarts). It is a plain value;
+// parse_job_spec validates every field and reports all errors by JSON path. The field names are a
+// user contract documented in protocol/README.md: fields may be added, never renamed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/status.h"
+
+namespace baton {
+class env;
+}
+
+namespace baton::protocol {
+
+// Seed report generator: X ~ N(0, 1) of samples x features, y = (row sum > 0).
+struct synthetic_data {
+  std::int64_t samples = 5000;
+  std::int64_t features = 100;
+  std::uint64_t seed = 0;
+};
+
+struct csv_data {
+  std::filesystem::path path;  // absolute after parsing (resolved against the job file's folder)
+  // A column name (needs a header) or a 0-based index; negative indexes count from the end.
+  std::variant<std::int64_t, std::string> label_column = std::int64_t{-1};
+  bool header = true;
+  bool standardize = false;
+};
+
+struct npy_data {
+  std::filesystem::path features;  // absolute after parsing
+  std::filesystem::path labels;
+};
+
+using data_spec = std::variant<synthetic_data, csv_data, npy_data>;
+
+enum class activation { relu, sigmoid, tanh, linear, softmax };
+
+struct layer_spec {
+  std::int64_t units = 0;
+  activation act = activation::linear;
+};
+
+struct model_spec {
+  std::vector<layer_spec> layers;
+  std::optional<std::filesystem::path> initial_weights;  // safetensors, absolute after parsing
+};
+
+enum class loss_kind { binary_crossentropy, categorical_crossentropy, mse };
+enum class optimizer_kind { adam, sgd };
+
+// Defaults are Keras 3's: Adam(0.001, 0.9, 0.999, 1e-7), SGD(0.01, momentum 0).
+struct optimizer_spec {
+  optimizer_kind kind = optimizer_kind::adam;
+  double learning_rate = 0.001;
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+  double momentum = 0.0;
+  bool nesterov = false;
+};
+
+struct training_spec {
+  loss_kind loss = loss_kind::binary_crossentropy;
+  optimizer_spec optimizer;
+  std::int64_t batch_size = 32;
+  std::int64_t epochs = 1;
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  int threads = 0;  // 0: one per core
+  double validation_split = 0.0;
+};
+
+enum class shard_unit { epochs, steps };
+
+struct shard_spec {
+  shard_unit unit = shard_unit::epochs;
+  std::int64_t count = 1;
+};
+
+struct memory_spec {
+  std::optional<std::int64_t> soft_limit_mib;  // ask the worker to checkpoint and exit
+  std::optional<std::int64_t> hard_limit_mib;  // kill the worker's process group at once
+  std::int64_t poll_ms = 100;
+};
+
+struct restart_spec {
+  int max_failures = 5;  // consecutive failures without the checkpoint advancing
+  std::int64_t backoff_initial_ms = 1000;
+  std::int64_t backoff_max_ms = 60000;
+  double backoff_multiplier = 2.0;
+};
+
+struct checkpoint_spec {
+  int keep = 2;
+};
+
+struct worker_spec {
+  std::optional<std::vector<std::string>> command;  // argv of an external trainer
+  std::int64_t stall_timeout_ms = 120000;  // no message for this long: killed as hung
+  std::int64_t stop_grace_ms = 30000;      // after `stop`, SIGKILL if still running
+};
+
+// Fault injection for tests; all off unless set.
+struct debug_spec {
+  double leak_mib_per_step = 0.0;
+  std::optional<std::int64_t> crash_at_step;
+  std::optional<std::int64_t> hang_at_step;
+};
+
+struct job_spec {
+  std::string name;
+  data_spec data;
+  model_spec model;
+  training_spec training;
+  shard_spec shard;
+  memory_spec memory;
+  restart_spec restart;
+  checkpoint_spec checkpoints;
+  worker_spec worker;
+  debug_spec debug;
+};
+
+// Limits on the document itself, checked before anything else.
+inline constexpr std::size_t max_job_document_bytes = 1 << 20;
+inline constexpr int max_job_document_depth = 64;
+
+// Parses and validates a job document. Relative paths resolve against `base_dir` (the job
+// file's folder). On failure the error message holds every problem, one per line, each naming
+// the JSON path: `training.batch_size: expected a positive integer, got -3`.
+result<job_spec> parse_job_spec(std::string_view text, const std::filesystem::path& base_dir);
+
+// Reads and parses a job file; file errors name the file.
+result<job_spec> load_job_spec(env& e, const std::filesystem::path& file);
+
+// Checks that every file the job names exists (data files, initial weights).
+status check_job_files(env& e, const job_spec& spec);
+
+// The job with every default filled in; parse_job_spec(to_json(s).dump()) == s.
+nlohmann::json to_json(const job_spec& spec);
+
+// Training geometry derived from the spec (Keras semantics: validation is the last
+// `validation_split` fraction of the samples, taken before shuffling).
+struct job_geometry {
+  std::int64_t train_samples = 0;
+  std::int64_t validation_samples = 0;
+  std::int64_t steps_per_epoch = 0;  // ceil(train_samples / batch_size)
+  std::int64_t total_steps = 0;      // epochs * steps_per_epoch
+  std::int64_t shard_steps = 0;      // shard length in steps
+};
+job_geometry compute_geometry(const job_spec& spec, std::int64_t samples);
+
+std::string_view to_string(activation a);
+std::string_view to_string(loss_kind l);
+std::string_view to_string(optimizer_kind o);
+
+}  // namespace baton::protocol

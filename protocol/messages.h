@@ -1,0 +1,63 @@
+// The worker protocol: JSON lines on the worker's stdout (worker -> supervisor) and stdin
+// (supervisor -> worker). A worker's first line is `hello` with the protocol version. Encoding
+// and decoding are pure functions on single lines; a malformed line is an error value naming
+// what is wrong, never a crash. The wire format is documented in protocol/README.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "protocol/status.h"
+
+namespace baton::protocol {
+
+inline constexpr int protocol_version = 1;
+inline constexpr std::size_t max_message_bytes = 1 << 20;
+
+struct hello_msg {
+  int protocol = protocol_version;
+  std::int64_t pid = 0;
+  std::string worker;  // free-form name and version of the trainer
+};
+
+struct progress_msg {
+  std::int64_t step = 0;   // global optimizer steps done
+  std::int64_t total_steps = 0;
+  std::int64_t epoch = 0;  // 0-based epoch the step belongs to
+  double loss = 0.0;
+  std::map<std::string, double> metrics;  // accuracy, val_loss, val_accuracy, ...
+  double samples_per_sec = 0.0;
+};
+
+struct checkpoint_msg {
+  std::string path;
+  std::int64_t step = 0;
+  std::string digest;
+};
+
+struct done_msg {
+  std::int64_t step = 0;
+  bool job_complete = false;  // true when the job's last step is done
+};
+
+struct error_msg {
+  std::string message;
+};
+
+struct stop_msg {};
+
+using worker_message = std::variant<hello_msg, progress_msg, checkpoint_msg, done_msg, error_msg>;
+using supervisor_message = std::variant<stop_msg>;
+
+// One line, no trailing newline.
+std::string encode(const worker_message& m);
+std::string encode(const supervisor_message& m);
+
+result<worker_message> decode_worker_message(std::string_view line);
+result<supervisor_message> decode_supervisor_message(std::string_view line);
+
+}  // namespace baton::protocol

@@ -1,0 +1,51 @@
+// Expected failures in baton are values, not exceptions: a function that can fail returns
+// `baton::result<T>` (a boost::system::result carrying a human-readable `baton::error`).
+// Exceptions are reserved for boundaries (config load, the top of main). The error text is
+// written for the user: it names the file, the JSON path or the byte offset that is wrong.
+#pragma once
+
+#include <boost/system/result.hpp>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace baton {
+
+// Not constructible from a bare string on purpose: result<std::string> must stay unambiguous.
+// Build one with make_error().
+struct error {
+  struct from_message_t {};
+  error() = default;
+  error(from_message_t, std::string m) : message(std::move(m)) {}
+  std::string message;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const error& e) { return os << e.message; }
+
+// Thrown only where a caller explicitly asks for `.value()` on a failed result.
+class error_exception : public std::runtime_error {
+ public:
+  explicit error_exception(const error& e) : std::runtime_error(e.message) {}
+};
+
+// Found by ADL from boost::system::result<T, error>::value().
+[[noreturn]] inline void throw_exception_from_error(const error& e,
+                                                    const boost::source_location&) {
+  throw error_exception(e);
+}
+
+template <class T>
+using result = boost::system::result<T, error>;
+using status = result<void>;
+
+inline error make_error(std::string message) {
+  return error(error::from_message_t{}, std::move(message));
+}
+
+// Prefixes the message of a failed result with context ("checkpoint x: " + message).
+inline error with_context(const std::string& context, const error& e) {
+  return make_error(context + ": " + e.message);
+}
+
+}  // namespace baton

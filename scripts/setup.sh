@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Shared set-up for run.sh and test.sh: install the Debian 12 packages that are missing, then
+# configure and build into build/ (incrementally). Sourced, not run.
+set -euo pipefail
+
+BATON_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BATON_BUILD_DIR="${BATON_BUILD_DIR:-$BATON_ROOT/build}"
+
+# Boost 1.81 (not the default 1.74): Process v2 exists only from 1.80. Never add libboost-dev here:
+# it would swap 1.81 back out.
+BATON_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libboost1.81-dev libboost-filesystem1.81-dev libboost-system1.81-dev
+  nlohmann-json3-dev libeigen3-dev catch2 libsystemd-dev libxxhash-dev libcli11-dev
+  python3
+)
+
+baton_install_packages() {
+  local missing=()
+  local p
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$p")
+    fi
+  done
+  ((${#missing[@]})) || return 0
+  echo "baton: installing missing packages: ${missing[*]}" >&2
+  local sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >&2
+}
+
+baton_build() {
+  baton_install_packages "${BATON_PACKAGES[@]}"
+  if [[ ! -f "$BATON_BUILD_DIR/build.ninja" ]]; then
+    cmake -S "$BATON_ROOT" -B "$BATON_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >&2
+  fi
+  cmake --build "$BATON_BUILD_DIR" --parallel "$(nproc)" >&2
+}
