@@ -42,6 +42,10 @@ class env {
   virtual bool file_exists(const std::filesystem::path& path) = 0;
   // Names (not paths) of the entries of `dir`, sorted.
   virtual result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) = 0;
+  // Removes a folder and everything in it. Envs without folders of their own may refuse.
+  virtual status remove_dir_all(const std::filesystem::path& dir) {
+    return make_error("remove " + dir.string() + ": not supported by this env");
+  }
 
   // The process-wide env of this OS. Never destroyed.
   static env& default_env();

@@ -115,6 +115,13 @@ class posix_env final : public env {
     return {};
   }
 
+  status remove_dir_all(const std::filesystem::path& dir) override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) return make_error("remove " + dir.string() + ": " + ec.message());
+    return {};
+  }
+
   bool file_exists(const std::filesystem::path& path) override {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0;

@@ -1,0 +1,92 @@
+// A job record is the supervisor's durable memory of one job: its state, where its newest good
+// checkpoint is, and the history of every shard (worker process) it ran, with the exit cause, the
+// RSS curve and the measured leak rate. The job store persists it; the runner owns the live copy.
+// The JSON form is what `baton status --json` prints (documented in protocol/README.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "protocol/status.h"
+
+namespace baton::supervisor {
+
+enum class job_state { queued, running, backoff, completed, failed, cancelled, paused };
+
+// Why a worker process ended. Memory recycles are planned work, not failures.
+enum class exit_cause {
+  completed,    // finished its shard (or the job) and exited 0
+  memory_soft,  // passed the soft limit, was asked to stop, checkpointed
+  memory_hard,  // passed the hard limit, killed at once
+  crashed,      // exited non-zero or died from a signal on its own
+  stalled,      // sent nothing for stall_timeout and was killed as hung
+  stopped,      // stopped because the supervisor was shutting down or the user pressed Ctrl-C
+  cancelled,    // stopped because the job was cancelled
+  spawn_failed  // could not be started at all
+};
+
+std::string_view to_string(job_state s);
+std::string_view to_string(exit_cause c);
+result<job_state> parse_job_state(std::string_view s);
+result<exit_cause> parse_exit_cause(std::string_view s);
+
+// Terminal states never change again; a daemon restart leaves them alone.
+bool is_terminal(job_state s);
+// Failures count toward the crash-loop limit; recycles and requested stops do not.
+bool counts_as_failure(exit_cause c);
+
+struct rss_sample {
+  std::int64_t t_ms = 0;  // since the shard started
+  std::int64_t bytes = 0;
+  std::int64_t step = 0;  // newest step the worker had reported at that time
+};
+
+struct shard_record {
+  std::int64_t index = 0;    // shard number: start_step / shard_steps
+  std::int64_t attempt = 0;  // 0 for the first worker of this shard, then 1, 2, ...
+  std::int64_t pid = 0;
+  std::int64_t start_step = 0;
+  std::int64_t end_step = 0;  // newest verified checkpoint step when the worker ended
+  std::int64_t started_ms = 0;  // unix time
+  std::int64_t ended_ms = 0;
+  std::optional<exit_cause> cause;  // unset while running
+  std::string detail;               // "exit code 1", "signal 9", "rss 2101 MiB > hard 2048 MiB"
+  std::int64_t peak_rss_bytes = 0;
+  double leak_bytes_per_step = 0.0;
+  std::vector<rss_sample> rss;  // downsampled to at most max_rss_samples
+};
+
+inline constexpr std::size_t max_rss_samples = 256;
+
+struct job_record {
+  std::string id;
+  std::string name;
+  job_state state = job_state::queued;
+  std::string diagnosis;  // why it failed or paused
+  std::int64_t created_ms = 0;
+  std::int64_t updated_ms = 0;
+  std::int64_t total_steps = 0;
+  std::int64_t checkpoint_step = 0;  // newest verified checkpoint
+  std::string checkpoint_path;
+  int consecutive_failures = 0;  // reset when the checkpoint advances
+  std::map<std::string, int> exits_by_cause;
+  std::map<std::string, double> metrics;  // newest loss/accuracy/... reported
+  std::vector<shard_record> shards;
+  std::int64_t seq = 0;  // state-file generation; kept by the job store, not part of the JSON
+};
+
+nlohmann::json to_json(const job_record& r);
+// Strict: a record that does not have the expected shape is an error naming the field.
+result<job_record> job_record_from_json(const nlohmann::json& j);
+
+// Adds a sample, halving the resolution (dropping every other sample) when the curve is full, so
+// a shard of any length keeps an even-spread curve of bounded size.
+void add_rss_sample(shard_record& shard, rss_sample s);
+
+}  // namespace baton::supervisor

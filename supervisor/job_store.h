@@ -1,0 +1,73 @@
+// The job store is the supervisor's state directory: one folder per job holding the job's spec
+// (normalised, every default filled, absolute paths), its record, its checkpoints and its worker
+// log. Records are written through the env with atomic replace into two alternating slots, each
+// with a sequence number and a digest, so a crash or a corrupt file always leaves the previous
+// good record to fall back on. The store owns nothing in memory; callers own the records.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "os/env.h"
+#include "protocol/job_spec.h"
+#include "supervisor/job_record.h"
+
+namespace baton::supervisor {
+
+// A record read back, with the reasons any newer slot was rejected (to show the user).
+struct loaded_record {
+  job_record record;
+  std::vector<std::string> rejected;
+};
+
+class job_store {
+ public:
+  job_store(env& e, std::filesystem::path state_dir);
+
+  const std::filesystem::path& state_dir() const { return state_dir_; }
+  std::filesystem::path job_dir(const std::string& id) const;
+  std::filesystem::path spec_path(const std::string& id) const;
+  std::filesystem::path checkpoint_dir(const std::string& id) const;
+  std::filesystem::path log_path(const std::string& id) const;
+
+  // Creates the state directory layout if missing.
+  status open();
+
+  // Creates a new job folder with the spec and a queued record. With `id` set (baton run uses
+  // the job name), that id is used and must not exist yet; otherwise a fresh "<name>-<n>" id is
+  // chosen. Returns the new record.
+  result<job_record> create(const protocol::job_spec& spec, std::int64_t total_steps,
+                            std::optional<std::string> id = std::nullopt);
+
+  bool exists(const std::string& id) const;
+
+  // Persists the record: the slot after the newest, atomically; the other slot stays intact.
+  status save(job_record& r);
+
+  // The newest record that verifies.
+  result<loaded_record> load(const std::string& id) const;
+  result<protocol::job_spec> load_spec(const std::string& id) const;
+
+  // Job ids, sorted. Folders whose name is not a valid id are ignored.
+  result<std::vector<std::string>> list() const;
+
+  // Removes a job's folder entirely (baton run --fresh).
+  status remove(const std::string& id);
+
+ private:
+  std::filesystem::path slot_path(const std::string& id, int slot) const;
+
+  env& env_;
+  std::filesystem::path state_dir_;
+};
+
+// Job ids become folder names: 1-80 characters of [A-Za-z0-9._-], not starting with '.', so no
+// id can name a path outside the state directory.
+status validate_job_id(const std::string& id);
+
+// Milliseconds since the Unix epoch (std::chrono's system clock; no OS call of our own).
+std::int64_t unix_ms_now();
+
+}  // namespace baton::supervisor

@@ -1,0 +1,146 @@
+#include "supervisor/job_store.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+using namespace baton::supervisor;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("baton-job-store-test-" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+baton::protocol::job_spec small_spec(const std::string& name) {
+  baton::protocol::job_spec spec;
+  spec.name = name;
+  spec.model.layers = {{4, baton::protocol::activation::relu},
+                       {1, baton::protocol::activation::sigmoid}};
+  spec.data = baton::protocol::synthetic_data{64, 3, 1};
+  return spec;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_all(const fs::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << s;
+}
+
+}  // namespace
+
+TEST_CASE("job store creates, saves and loads records", "[unit][job_store]") {
+  const auto dir = scratch("roundtrip");
+  job_store store(baton::env::default_env(), dir);
+  REQUIRE(store.open());
+  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  REQUIRE(r);
+  CHECK(r->id == "tiny");
+  CHECK(store.exists("tiny"));
+  r->state = job_state::running;
+  r->checkpoint_step = 5;
+  REQUIRE(store.save(*r));
+  auto back = store.load("tiny");
+  REQUIRE(back);
+  CHECK(back->record.state == job_state::running);
+  CHECK(back->record.checkpoint_step == 5);
+  CHECK(back->record.seq == r->seq);
+  CHECK(back->rejected.empty());
+  auto spec = store.load_spec("tiny");
+  REQUIRE(spec);
+  CHECK(spec->name == "tiny");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("job store picks fresh ids and refuses duplicates", "[unit][job_store]") {
+  const auto dir = scratch("ids");
+  job_store store(baton::env::default_env(), dir);
+  REQUIRE(store.open());
+  auto a = store.create(small_spec("seed"), 10);
+  auto b = store.create(small_spec("seed"), 10);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->id == "seed-1");
+  CHECK(b->id == "seed-2");
+  auto dup = store.create(small_spec("seed"), 10, std::string("seed-1"));
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().message.find("already exists") != std::string::npos);
+  auto ids = store.list();
+  REQUIRE(ids);
+  CHECK(*ids == std::vector<std::string>{"seed-1", "seed-2"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("job ids cannot escape the state directory", "[unit][job_store]") {
+  for (const std::string bad : {"", "..", "../x", "a/b", ".hidden", "a\\b", "a b",
+                                std::string(81, 'x')}) {
+    INFO(bad);
+    CHECK_FALSE(validate_job_id(bad));
+  }
+  CHECK(validate_job_id("seed-1.v2_final"));
+  job_store store(baton::env::default_env(), scratch("escape"));
+  CHECK_FALSE(store.load("../../etc"));
+}
+
+TEST_CASE("job store falls back to the previous slot when the newest is damaged",
+          "[unit][job_store]") {
+  const auto dir = scratch("fallback");
+  job_store store(baton::env::default_env(), dir);
+  REQUIRE(store.open());
+  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  REQUIRE(r);
+  r->checkpoint_step = 3;
+  REQUIRE(store.save(*r));  // seq 2 -> slot 0
+  r->checkpoint_step = 7;
+  REQUIRE(store.save(*r));  // seq 3 -> slot 1
+  const auto newest = store.job_dir("tiny") / "record.1.json";
+  const std::string good = read_all(newest);
+
+  SECTION("truncated") { write_all(newest, good.substr(0, good.size() / 2)); }
+  SECTION("zeroed") { write_all(newest, std::string(good.size(), '\0')); }
+  SECTION("a digit changed that still parses") {
+    auto pos = good.find("\"checkpoint_step\": 7");
+    REQUIRE(pos != std::string::npos);
+    std::string bad = good;
+    bad[pos + 19] = '9';
+    write_all(newest, bad);
+  }
+  SECTION("sequence number changed") {
+    auto pos = good.find("\"seq\": 3");
+    REQUIRE(pos != std::string::npos);
+    std::string bad = good;
+    bad[pos + 7] = '8';
+    write_all(newest, bad);
+  }
+  auto back = store.load("tiny");
+  REQUIRE(back);
+  CHECK(back->record.checkpoint_step == 3);
+  REQUIRE(back->rejected.size() == 1);
+  CHECK(back->rejected[0].find("record.1.json") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("job store reports every reason when no record verifies", "[unit][job_store]") {
+  const auto dir = scratch("allbad");
+  job_store store(baton::env::default_env(), dir);
+  REQUIRE(store.open());
+  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  REQUIRE(r);
+  REQUIRE(store.save(*r));
+  write_all(store.job_dir("tiny") / "record.0.json", "{}");
+  write_all(store.job_dir("tiny") / "record.1.json", "not json");
+  auto back = store.load("tiny");
+  REQUIRE_FALSE(back);
+  const auto& m = back.error().message;
+  CHECK(m.find("no record verifies") != std::string::npos);
+  CHECK(m.find("record.0.json: seq: expected an integer") != std::string::npos);
+  CHECK(m.find("record.1.json: not valid JSON") != std::string::npos);
+  fs::remove_all(dir);
+}
