@@ -94,9 +94,9 @@ std::string index_path(const std::string& parent, std::size_t index) {
 std::string describe(const json& v) {
   switch (v.type()) {
     case json::value_t::object:
-      return "an object";
+      return v.empty() ? "{}" : "an object";
     case json::value_t::array:
-      return "an array";
+      return v.empty() ? "[]" : "an array";
     case json::value_t::string: {
       const auto& s = v.get_ref<const std::string&>();
       if (s.size() > 64) return json(s.substr(0, 61) + "...").dump();
@@ -814,7 +814,8 @@ result<job_spec> load_job_spec(env& e, const fs::path& file) {
   if (!spec) {
     // Every line names the file, compiler style, so each one stands alone in a log.
     std::vector<std::string> lines;
-    std::string_view rest = spec.error().message;
+    const std::string message = spec.error().message;  // error() returns a copy
+    std::string_view rest = message;
     while (!rest.empty()) {
       const auto nl = rest.find('\n');
       lines.emplace_back(rest.substr(0, nl));
