@@ -6,13 +6,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "protocol/status.h"
 
@@ -27,6 +26,8 @@ struct synthetic_data {
   std::int64_t samples = 5000;
   std::int64_t features = 100;
   std::uint64_t seed = 0;
+
+  bool operator==(const synthetic_data&) const = default;
 };
 
 struct csv_data {
@@ -35,11 +36,15 @@ struct csv_data {
   std::variant<std::int64_t, std::string> label_column = std::int64_t{-1};
   bool header = true;
   bool standardize = false;
+
+  bool operator==(const csv_data&) const = default;
 };
 
 struct npy_data {
   std::filesystem::path features;  // absolute after parsing
   std::filesystem::path labels;
+
+  bool operator==(const npy_data&) const = default;
 };
 
 using data_spec = std::variant<synthetic_data, csv_data, npy_data>;
@@ -49,11 +54,15 @@ enum class activation { relu, sigmoid, tanh, linear, softmax };
 struct layer_spec {
   std::int64_t units = 0;
   activation act = activation::linear;
+
+  bool operator==(const layer_spec&) const = default;
 };
 
 struct model_spec {
   std::vector<layer_spec> layers;
   std::optional<std::filesystem::path> initial_weights;  // safetensors, absolute after parsing
+
+  bool operator==(const model_spec&) const = default;
 };
 
 enum class loss_kind { binary_crossentropy, categorical_crossentropy, mse };
@@ -68,6 +77,8 @@ struct optimizer_spec {
   double epsilon = 1e-7;
   double momentum = 0.0;
   bool nesterov = false;
+
+  bool operator==(const optimizer_spec&) const = default;
 };
 
 struct training_spec {
@@ -79,6 +90,8 @@ struct training_spec {
   std::uint64_t seed = 0;
   int threads = 0;  // 0: one per core
   double validation_split = 0.0;
+
+  bool operator==(const training_spec&) const = default;
 };
 
 enum class shard_unit { epochs, steps };
@@ -86,12 +99,16 @@ enum class shard_unit { epochs, steps };
 struct shard_spec {
   shard_unit unit = shard_unit::epochs;
   std::int64_t count = 1;
+
+  bool operator==(const shard_spec&) const = default;
 };
 
 struct memory_spec {
   std::optional<std::int64_t> soft_limit_mib;  // ask the worker to checkpoint and exit
   std::optional<std::int64_t> hard_limit_mib;  // kill the worker's process group at once
   std::int64_t poll_ms = 100;
+
+  bool operator==(const memory_spec&) const = default;
 };
 
 struct restart_spec {
@@ -99,16 +116,22 @@ struct restart_spec {
   std::int64_t backoff_initial_ms = 1000;
   std::int64_t backoff_max_ms = 60000;
   double backoff_multiplier = 2.0;
+
+  bool operator==(const restart_spec&) const = default;
 };
 
 struct checkpoint_spec {
   int keep = 2;
+
+  bool operator==(const checkpoint_spec&) const = default;
 };
 
 struct worker_spec {
   std::optional<std::vector<std::string>> command;  // argv of an external trainer
-  std::int64_t stall_timeout_ms = 120000;  // no message for this long: killed as hung
-  std::int64_t stop_grace_ms = 30000;      // after `stop`, SIGKILL if still running
+  std::int64_t stall_timeout_ms = 120000;           // no message for this long: killed as hung
+  std::int64_t stop_grace_ms = 30000;               // after `stop`, SIGKILL if still running
+
+  bool operator==(const worker_spec&) const = default;
 };
 
 // Fault injection for tests; all off unless set.
@@ -116,6 +139,8 @@ struct debug_spec {
   double leak_mib_per_step = 0.0;
   std::optional<std::int64_t> crash_at_step;
   std::optional<std::int64_t> hang_at_step;
+
+  bool operator==(const debug_spec&) const = default;
 };
 
 struct job_spec {
@@ -129,6 +154,8 @@ struct job_spec {
   checkpoint_spec checkpoints;
   worker_spec worker;
   debug_spec debug;
+
+  bool operator==(const job_spec&) const = default;
 };
 
 // Limits on the document itself, checked before anything else.
@@ -157,6 +184,8 @@ struct job_geometry {
   std::int64_t steps_per_epoch = 0;  // ceil(train_samples / batch_size)
   std::int64_t total_steps = 0;      // epochs * steps_per_epoch
   std::int64_t shard_steps = 0;      // shard length in steps
+
+  bool operator==(const job_geometry&) const = default;
 };
 job_geometry compute_geometry(const job_spec& spec, std::int64_t samples);
 

@@ -1,5 +1,17 @@
+// Thin entry point: everything lives in baton_supervisor_lib so tests can drive it in-process.
 #include <cstdio>
-int main() {
-  std::fprintf(stderr, "baton: not built yet\n");
-  return 1;
+#include <exception>
+
+#include "supervisor/cli.h"
+
+int main(int argc, char** argv) {
+  // The one place exceptions stop: report and fail rather than abort with a core dump.
+  try {
+    return baton::run_cli(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "baton: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "baton: unknown exception\n");
+  }
+  return baton::exit_failure;
 }

@@ -1,0 +1,950 @@
+// Validation of job documents. Three passes: document limits (size, then a SAX pass for depth,
+// syntax and duplicate keys, so nothing deep or ambiguous ever reaches the DOM), then a typed walk
+// that records every problem by JSON path instead of stopping at the first, then cross-field
+// rules that only make sense once each field is known to be valid on its own.
+#include "protocol/job_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <span>
+
+#include "os/env.h"
+
+namespace baton::protocol {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::int64_t int_max = std::numeric_limits<int>::max();
+constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
+// Doubles represent every integer exactly up to 2^53; beyond that "integral" means nothing.
+constexpr double max_exact_double = 9007199254740992.0;
+
+// ---------------------------------------------------------------------------------------------
+// Suggestions
+
+// Optimal string alignment distance: Levenshtein plus adjacent transpositions, the most common
+// typo ("trainig" is one edit from "training").
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[n][m];
+}
+
+// The closest option if it is close enough to be a plausible typo.
+std::optional<std::string_view> closest(std::string_view word,
+                                        std::span<const std::string_view> options) {
+  std::optional<std::string_view> best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const auto option : options) {
+    const std::size_t distance = edit_distance(word, option);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = option;
+    }
+  }
+  if (!best) return std::nullopt;
+  const std::size_t allowed = std::max<std::size_t>(2, best->size() / 3);
+  if (best_distance > allowed || best_distance >= best->size()) return std::nullopt;
+  return best;
+}
+
+std::string one_of(std::span<const std::string_view> options) {
+  std::string out;
+  for (const auto option : options) {
+    if (!out.empty()) out += ", ";
+    out += option;
+  }
+  return out;
+}
+
+std::string suggestion(std::string_view word, std::span<const std::string_view> options) {
+  if (auto best = closest(word, options)) return "did you mean \"" + std::string(*best) + "\"?";
+  return "expected one of " + one_of(options);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths and value descriptions
+
+std::string child_path(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+}
+
+std::string index_path(const std::string& parent, std::size_t index) {
+  return parent + "[" + std::to_string(index) + "]";
+}
+
+// How a wrong value is shown after "got": short and unambiguous, never the whole subtree.
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::object:
+      return v.empty() ? "{}" : "an object";
+    case json::value_t::array:
+      return v.empty() ? "[]" : "an array";
+    case json::value_t::string: {
+      const auto& s = v.get_ref<const std::string&>();
+      if (s.size() > 64) return json(s.substr(0, 61) + "...").dump();
+      return v.dump();
+    }
+    default:
+      return v.dump();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pass 1: document limits, syntax and duplicate keys, without building anything.
+
+// Byte offset of the first bracket that opens level max_depth + 1, skipping strings. Only used
+// to point the depth error at a place in the file; the SAX pass is what enforces the limit.
+std::size_t depth_overflow_offset(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_job_document_depth) return i;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return text.size();
+}
+
+std::string line_column(std::string_view text, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column) + " (byte " +
+         std::to_string(offset) + ")";
+}
+
+class limits_sax {
+ public:
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(json::number_integer_t) { return value(); }
+  bool number_unsigned(json::number_unsigned_t) { return value(); }
+  bool number_float(json::number_float_t, const std::string&) { return value(); }
+  bool string(std::string&) { return value(); }
+  bool binary(json::binary_t&) { return value(); }
+  bool start_object(std::size_t) { return open(false); }
+  bool start_array(std::size_t) { return open(true); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    auto& f = frames_.back();
+    f.key = k;
+    if (!f.keys.insert(k).second) duplicates_.push_back(path() + ": duplicate key");
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    syntax_position_ = position;
+    // nlohmann's text reads "[json.exception.parse_error.101] parse error at line 1, column 5:
+    // syntax error ..."; keep only the explanation and give our own location with the offset.
+    std::string what = e.what();
+    if (const auto at = what.find("column "); at != std::string::npos) {
+      if (const auto colon = what.find(": ", at); colon != std::string::npos) {
+        what = what.substr(colon + 2);
+      }
+    } else if (const auto bracket = what.find("] "); bracket != std::string::npos) {
+      what = what.substr(bracket + 2);
+    }
+    syntax_error_ = what;
+    return false;
+  }
+
+  bool too_deep() const { return too_deep_; }
+  const std::optional<std::string>& syntax_error() const { return syntax_error_; }
+  std::size_t syntax_position() const { return syntax_position_; }
+  const std::vector<std::string>& duplicates() const { return duplicates_; }
+
+ private:
+  struct frame {
+    bool array = false;
+    std::size_t next_index = 0;  // arrays: index of the next element
+    std::string key;             // objects: the key being read
+    std::set<std::string> keys;
+  };
+
+  // Marks the start of a value, so array frames know which element they are on.
+  bool value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().next_index;
+    return true;
+  }
+  bool open(bool array) {
+    value();
+    if (frames_.size() >= static_cast<std::size_t>(max_job_document_depth)) {
+      too_deep_ = true;
+      return false;  // stops the parser; nothing deeper is read
+    }
+    frames_.push_back(frame{array, 0, {}, {}});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return true;
+  }
+  std::string path() const {
+    std::string out;
+    for (const auto& f : frames_) {
+      out = f.array ? index_path(out, f.next_index - 1) : child_path(out, f.key);
+    }
+    return out;
+  }
+
+  std::vector<frame> frames_;
+  bool too_deep_ = false;
+  std::optional<std::string> syntax_error_;
+  std::size_t syntax_position_ = 0;
+  std::vector<std::string> duplicates_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Pass 2: the typed walk.
+
+constexpr std::string_view activation_names[] = {"relu", "sigmoid", "tanh", "linear", "softmax"};
+constexpr std::string_view loss_names[] = {"binary_crossentropy", "categorical_crossentropy",
+                                           "mse"};
+constexpr std::string_view optimizer_names[] = {"adam", "sgd"};
+constexpr std::string_view data_type_names[] = {"synthetic", "csv", "npy"};
+
+constexpr std::string_view top_keys[] = {"name",   "data",    "model",       "training", "shard",
+                                         "memory", "restart", "checkpoints", "worker",   "debug"};
+constexpr std::string_view synthetic_keys[] = {"type", "samples", "features", "seed"};
+constexpr std::string_view csv_keys[] = {"type", "path", "label_column", "header", "standardize"};
+constexpr std::string_view npy_keys[] = {"type", "features", "labels"};
+constexpr std::string_view any_data_keys[] = {"type",        "samples", "features",
+                                              "seed",        "path",    "header",
+                                              "standardize", "labels",  "label_column"};
+constexpr std::string_view model_keys[] = {"layers", "initial_weights"};
+constexpr std::string_view layer_keys[] = {"units", "activation"};
+constexpr std::string_view training_keys[] = {
+    "loss", "optimizer", "batch_size", "epochs", "shuffle", "seed", "threads", "validation_split"};
+constexpr std::string_view adam_keys[] = {"type", "learning_rate", "beta_1", "beta_2", "epsilon"};
+constexpr std::string_view sgd_keys[] = {"type", "learning_rate", "momentum", "nesterov"};
+constexpr std::string_view any_optimizer_keys[] = {"type",    "learning_rate", "beta_1",  "beta_2",
+                                                   "epsilon", "momentum",      "nesterov"};
+constexpr std::string_view shard_keys[] = {"epochs", "steps"};
+constexpr std::string_view memory_keys[] = {"soft_limit_mib", "hard_limit_mib", "poll_ms"};
+constexpr std::string_view restart_keys[] = {"max_failures", "backoff_initial_ms", "backoff_max_ms",
+                                             "backoff_multiplier"};
+constexpr std::string_view checkpoint_keys[] = {"keep"};
+constexpr std::string_view worker_keys[] = {"command", "stall_timeout_ms", "stop_grace_ms"};
+constexpr std::string_view debug_keys[] = {"leak_mib_per_step", "crash_at_step", "hang_at_step"};
+
+// Windows refuses these as file names whatever the extension; job names become folder names.
+bool is_reserved_device_name(std::string_view name) {
+  std::string stem(name.substr(0, name.find('.')));
+  std::transform(stem.begin(), stem.end(), stem.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  static const std::set<std::string> reserved = {
+      "con",  "prn",  "aux",  "nul",  "com1", "com2", "com3", "com4", "com5", "com6", "com7",
+      "com8", "com9", "lpt1", "lpt2", "lpt3", "lpt4", "lpt5", "lpt6", "lpt7", "lpt8", "lpt9"};
+  return reserved.contains(stem);
+}
+
+// Integer constraint: a lower bound with its wording, and an upper bound of the C++ field.
+struct int_rule {
+  std::int64_t min;
+  std::int64_t max;
+  const char* expected;
+};
+constexpr int_rule positive_int{1, int64_max, "a positive integer"};
+constexpr int_rule positive_small_int{1, int_max, "a positive integer"};
+constexpr int_rule non_negative_int{0, int64_max, "a non-negative integer"};
+constexpr int_rule non_negative_small_int{0, int_max, "a non-negative integer"};
+
+struct double_rule {
+  bool (*ok)(double);
+  const char* expected;
+};
+constexpr double_rule positive_number{[](double v) { return v > 0; }, "a positive number"};
+constexpr double_rule non_negative_number{[](double v) { return v >= 0; }, "a non-negative number"};
+constexpr double_rule unit_interval{[](double v) { return v >= 0 && v < 1; }, "a number in [0, 1)"};
+constexpr double_rule at_least_one{[](double v) { return v >= 1; }, "a number >= 1"};
+
+class checker {
+ public:
+  explicit checker(fs::path base_dir) : base_dir_(std::move(base_dir)) {}
+
+  std::vector<std::string>& errors() { return errors_; }
+
+  void fail(const std::string& path, const std::string& what) {
+    errors_.push_back((path.empty() ? std::string("(document)") : path) + ": " + what);
+  }
+  void expected(const std::string& path, std::string_view what, const json& got) {
+    fail(path, "expected " + std::string(what) + ", got " + describe(got));
+  }
+  void missing(const std::string& path, std::string_view what) {
+    fail(path, "missing, expected " + std::string(what));
+  }
+
+  // True if `j` is an object; reports every key outside `keys`.
+  bool object(const json& j, const std::string& path, std::span<const std::string_view> keys) {
+    if (!j.is_object()) {
+      expected(path, "an object", j);
+      return false;
+    }
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        fail(child_path(path, key), "unknown key; " + suggestion(key, keys));
+      }
+    }
+    return true;
+  }
+
+  // Integer from any JSON number that holds one exactly (1e3 is 1000; 32.5 is an error).
+  static std::optional<std::int64_t> as_int64(const json& v) {
+    if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<std::int64_t>();
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u <= static_cast<std::uint64_t>(int64_max)) return static_cast<std::int64_t>(u);
+      return std::nullopt;
+    }
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (std::floor(d) == d && std::fabs(d) <= max_exact_double) {
+        return static_cast<std::int64_t>(d);
+      }
+    }
+    return std::nullopt;
+  }
+
+  bool int_value(const json& v, const std::string& path, const int_rule& rule, std::int64_t& out) {
+    const auto i = as_int64(v);
+    if (!i || *i < rule.min) {
+      expected(path, rule.expected, v);
+      return false;
+    }
+    if (*i > rule.max) {
+      expected(path, std::string(rule.expected) + " no larger than " + std::to_string(rule.max), v);
+      return false;
+    }
+    out = *i;
+    return true;
+  }
+
+  void int_field(const json& obj, std::string_view key, const std::string& parent,
+                 const int_rule& rule, std::int64_t& out) {
+    if (auto it = obj.find(key); it != obj.end())
+      int_value(*it, child_path(parent, key), rule, out);
+  }
+  void int_field(const json& obj, std::string_view key, const std::string& parent,
+                 const int_rule& rule, int& out) {
+    std::int64_t wide = out;
+    int_field(obj, key, parent, rule, wide);
+    out = static_cast<int>(wide);  // rule.max keeps it in range
+  }
+  // null means "not set".
+  void optional_int_field(const json& obj, std::string_view key, const std::string& parent,
+                          const int_rule& rule, std::optional<std::int64_t>& out) {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return;
+    std::int64_t v = 0;
+    if (int_value(*it, child_path(parent, key), rule, v)) out = v;
+  }
+
+  void uint64_field(const json& obj, std::string_view key, const std::string& parent,
+                    std::uint64_t& out) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return;
+    if (it->is_number_unsigned()) {
+      out = it->get<std::uint64_t>();
+    } else if (auto i = as_int64(*it); i && *i >= 0) {
+      out = static_cast<std::uint64_t>(*i);
+    } else {
+      expected(child_path(parent, key), "a non-negative integer", *it);
+    }
+  }
+
+  void double_field(const json& obj, std::string_view key, const std::string& parent,
+                    const double_rule& rule, double& out) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return;
+    if (!it->is_number() || !rule.ok(it->get<double>())) {
+      expected(child_path(parent, key), rule.expected, *it);
+      return;
+    }
+    out = it->get<double>();
+  }
+
+  void bool_field(const json& obj, std::string_view key, const std::string& parent, bool& out) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return;
+    if (!it->is_boolean()) {
+      expected(child_path(parent, key), "true or false", *it);
+      return;
+    }
+    out = it->get<bool>();
+  }
+
+  // A file path; relative ones resolve against the job file's folder.
+  std::optional<fs::path> path_value(const json& v, const std::string& path) {
+    if (!v.is_string() || v.get_ref<const std::string&>().empty()) {
+      expected(path, "a file path", v);
+      return std::nullopt;
+    }
+    const fs::path p(v.get_ref<const std::string&>());
+    return (p.is_absolute() ? p : base_dir_ / p).lexically_normal();
+  }
+  void required_path_field(const json& obj, std::string_view key, const std::string& parent,
+                           fs::path& out) {
+    const auto path = child_path(parent, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) return missing(path, "a file path");
+    if (auto p = path_value(*it, path)) out = *p;
+  }
+
+  // Name lookup with a suggestion; returns the index into `names`.
+  std::optional<std::size_t> name_value(const json& v, const std::string& path,
+                                        std::string_view noun,
+                                        std::span<const std::string_view> names) {
+    if (!v.is_string()) {
+      expected(path, std::string(noun) + " name (one of " + one_of(names) + ")", v);
+      return std::nullopt;
+    }
+    const auto& s = v.get_ref<const std::string&>();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == s) return i;
+    }
+    fail(path, "unknown " + std::string(noun) + " " + describe(v) + "; " + suggestion(s, names));
+    return std::nullopt;
+  }
+
+  // ---- sections ----
+
+  void name(const json& doc, std::string& out) {
+    auto it = doc.find("name");
+    if (it == doc.end()) return missing("name", "a job name");
+    if (!it->is_string()) return expected("name", "a job name (a string)", *it);
+    const auto& s = it->get_ref<const std::string&>();
+    const auto got = describe(*it);
+    if (s.empty() || s.size() > 64) {
+      return fail("name", "expected 1 to 64 characters, got " + std::to_string(s.size()));
+    }
+    for (const char c : s) {
+      const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-';
+      if (!ok) {
+        const auto shown = (c >= 0x20 && c < 0x7f)
+                               ? "'" + std::string(1, c) + "'"
+                               : "byte " + std::to_string(static_cast<unsigned char>(c));
+        return fail("name", "character " + shown + " not allowed in " + got +
+                                "; a job name is a folder name: use A-Z a-z 0-9 . _ -");
+      }
+    }
+    if (s.front() == '.') return fail("name", "must not start with '.', got " + got);
+    if (s.back() == '.') return fail("name", "must not end with '.', got " + got);
+    if (is_reserved_device_name(s)) return fail("name", "reserved device name on Windows: " + got);
+    out = s;
+  }
+
+  void data(const json& doc, data_spec& out) {
+    auto it = doc.find("data");
+    if (it == doc.end()) return missing("data", "an object with \"type\" " + type_list());
+    const json& d = *it;
+    if (!d.is_object()) return expected("data", "an object", d);
+    auto type_it = d.find("type");
+    std::optional<std::size_t> type;
+    if (type_it == d.end()) {
+      missing("data.type", "one of " + one_of(data_type_names));
+    } else {
+      type = name_value(*type_it, "data.type", "data type", data_type_names);
+    }
+    if (!type) {
+      object(d, "data", any_data_keys);  // still report typos without knowing the type
+      return;
+    }
+    if (*type == 0) {
+      synthetic_data s;
+      object(d, "data", synthetic_keys);
+      int_field(d, "samples", "data", positive_int, s.samples);
+      int_field(d, "features", "data", positive_int, s.features);
+      uint64_field(d, "seed", "data", s.seed);
+      out = s;
+    } else if (*type == 1) {
+      csv_data c;
+      object(d, "data", csv_keys);
+      required_path_field(d, "path", "data", c.path);
+      bool_field(d, "header", "data", c.header);
+      bool_field(d, "standardize", "data", c.standardize);
+      if (auto lc = d.find("label_column"); lc != d.end()) {
+        if (lc->is_string() && !lc->get_ref<const std::string&>().empty()) {
+          c.label_column = lc->get<std::string>();
+          if (!c.header) fail("data.label_column", "a column name needs data.header true");
+        } else if (auto i = as_int64(*lc)) {
+          c.label_column = *i;
+        } else {
+          expected("data.label_column", "a column name or a 0-based column index", *lc);
+        }
+      }
+      out = c;
+    } else {
+      npy_data n;
+      object(d, "data", npy_keys);
+      required_path_field(d, "features", "data", n.features);
+      required_path_field(d, "labels", "data", n.labels);
+      out = n;
+    }
+  }
+
+  void model(const json& doc, model_spec& out) {
+    auto it = doc.find("model");
+    if (it == doc.end()) return missing("model", "an object with \"layers\"");
+    const json& m = *it;
+    const std::size_t errors_before = errors_.size();
+    if (!object(m, "model", model_keys)) return;
+    auto layers = m.find("layers");
+    if (layers == m.end()) {
+      missing("model.layers", "a non-empty array of layers");
+    } else if (!layers->is_array() || layers->empty()) {
+      expected("model.layers", "a non-empty array of layers", *layers);
+    } else {
+      for (std::size_t i = 0; i < layers->size(); ++i) {
+        const auto path = index_path("model.layers", i);
+        const json& l = (*layers)[i];
+        layer_spec layer;
+        if (object(l, path, layer_keys)) {
+          auto units = l.find("units");
+          if (units == l.end()) {
+            missing(child_path(path, "units"), "a positive integer");
+          } else {
+            int_value(*units, child_path(path, "units"), positive_int, layer.units);
+          }
+          if (auto a = l.find("activation"); a != l.end()) {
+            if (auto idx = name_value(*a, child_path(path, "activation"), "activation",
+                                      activation_names)) {
+              layer.act = static_cast<activation>(*idx);
+            }
+          }
+        }
+        out.layers.push_back(layer);
+      }
+    }
+    if (auto w = m.find("initial_weights"); w != m.end() && !w->is_null()) {
+      out.initial_weights = path_value(*w, "model.initial_weights");
+    }
+    model_valid_ = errors_.size() == errors_before && !out.layers.empty();
+  }
+
+  void optimizer(const json& t, optimizer_spec& out) {
+    auto it = t.find("optimizer");
+    if (it == t.end()) return;
+    const std::string path = "training.optimizer";
+    // Keras accepts an optimizer by name; so do we, with that optimizer's defaults.
+    if (it->is_string()) {
+      if (auto idx = name_value(*it, path, "optimizer", optimizer_names)) {
+        out = defaults_for(static_cast<optimizer_kind>(*idx));
+      }
+      return;
+    }
+    if (!it->is_object()) return expected(path, "an optimizer name or object", *it);
+    const json& o = *it;
+    auto type_it = o.find("type");
+    std::optional<std::size_t> type;
+    if (type_it == o.end()) {
+      missing(path + ".type", "one of " + one_of(optimizer_names));
+    } else {
+      type = name_value(*type_it, path + ".type", "optimizer", optimizer_names);
+    }
+    if (!type) {
+      object(o, path, any_optimizer_keys);
+      return;
+    }
+    out = defaults_for(static_cast<optimizer_kind>(*type));
+    if (out.kind == optimizer_kind::adam) {
+      object(o, path, adam_keys);
+      double_field(o, "beta_1", path, unit_interval, out.beta_1);
+      double_field(o, "beta_2", path, unit_interval, out.beta_2);
+      double_field(o, "epsilon", path, positive_number, out.epsilon);
+    } else {
+      object(o, path, sgd_keys);
+      double_field(o, "momentum", path, unit_interval, out.momentum);
+      bool_field(o, "nesterov", path, out.nesterov);
+    }
+    double_field(o, "learning_rate", path, positive_number, out.learning_rate);
+  }
+
+  static optimizer_spec defaults_for(optimizer_kind kind) {
+    optimizer_spec o;
+    o.kind = kind;
+    if (kind == optimizer_kind::sgd) o.learning_rate = 0.01;  // keras.optimizers.SGD default
+    return o;
+  }
+
+  void training(const json& doc, training_spec& out) {
+    auto it = doc.find("training");
+    if (it == doc.end()) return;
+    const json& t = *it;
+    if (!object(t, "training", training_keys)) return;
+    if (auto l = t.find("loss"); l != t.end()) {
+      loss_given_ = true;
+      if (auto idx = name_value(*l, "training.loss", "loss", loss_names)) {
+        out.loss = static_cast<loss_kind>(*idx);
+      } else {
+        loss_valid_ = false;
+      }
+    }
+    optimizer(t, out.optimizer);
+    int_field(t, "batch_size", "training", positive_int, out.batch_size);
+    int_field(t, "epochs", "training", positive_int, out.epochs);
+    bool_field(t, "shuffle", "training", out.shuffle);
+    uint64_field(t, "seed", "training", out.seed);
+    int_field(t, "threads", "training", non_negative_small_int, out.threads);
+    double_field(t, "validation_split", "training", unit_interval, out.validation_split);
+  }
+
+  void shard(const json& doc, shard_spec& out) {
+    auto it = doc.find("shard");
+    if (it == doc.end()) return;
+    if (!object(*it, "shard", shard_keys)) return;
+    const bool epochs = it->contains("epochs"), steps = it->contains("steps");
+    if (epochs == steps) {
+      return fail("shard", std::string("expected exactly one of \"epochs\" or \"steps\", got ") +
+                               (epochs ? "both" : "neither"));
+    }
+    out.unit = epochs ? shard_unit::epochs : shard_unit::steps;
+    int_field(*it, epochs ? "epochs" : "steps", "shard", positive_int, out.count);
+  }
+
+  void memory(const json& doc, memory_spec& out) {
+    auto it = doc.find("memory");
+    if (it == doc.end()) return;
+    if (!object(*it, "memory", memory_keys)) return;
+    optional_int_field(*it, "soft_limit_mib", "memory", positive_int, out.soft_limit_mib);
+    optional_int_field(*it, "hard_limit_mib", "memory", positive_int, out.hard_limit_mib);
+    int_field(*it, "poll_ms", "memory", positive_int, out.poll_ms);
+    if (out.soft_limit_mib && out.hard_limit_mib && *out.soft_limit_mib > *out.hard_limit_mib) {
+      fail("memory.soft_limit_mib", "must not exceed memory.hard_limit_mib, got " +
+                                        std::to_string(*out.soft_limit_mib) + " > " +
+                                        std::to_string(*out.hard_limit_mib));
+    }
+  }
+
+  void restart(const json& doc, restart_spec& out) {
+    auto it = doc.find("restart");
+    if (it == doc.end()) return;
+    if (!object(*it, "restart", restart_keys)) return;
+    const json& r = *it;
+    int_field(r, "max_failures", "restart", positive_small_int, out.max_failures);
+    const bool initial_ok = !r.contains("backoff_initial_ms") ||
+                            int_value(r["backoff_initial_ms"], "restart.backoff_initial_ms",
+                                      positive_int, out.backoff_initial_ms);
+    const bool max_ok =
+        !r.contains("backoff_max_ms") ||
+        int_value(r["backoff_max_ms"], "restart.backoff_max_ms", positive_int, out.backoff_max_ms);
+    double_field(r, "backoff_multiplier", "restart", at_least_one, out.backoff_multiplier);
+    if (initial_ok && max_ok && out.backoff_initial_ms > out.backoff_max_ms) {
+      fail("restart.backoff_initial_ms", "must not exceed restart.backoff_max_ms, got " +
+                                             std::to_string(out.backoff_initial_ms) + " > " +
+                                             std::to_string(out.backoff_max_ms));
+    }
+  }
+
+  void checkpoints(const json& doc, checkpoint_spec& out) {
+    auto it = doc.find("checkpoints");
+    if (it == doc.end()) return;
+    if (!object(*it, "checkpoints", checkpoint_keys)) return;
+    int_field(*it, "keep", "checkpoints", positive_small_int, out.keep);
+  }
+
+  void worker(const json& doc, worker_spec& out) {
+    auto it = doc.find("worker");
+    if (it == doc.end()) return;
+    if (!object(*it, "worker", worker_keys)) return;
+    const json& w = *it;
+    if (auto c = w.find("command"); c != w.end() && !c->is_null()) {
+      const bool ok =
+          c->is_array() && !c->empty() &&
+          std::all_of(c->begin(), c->end(), [](const json& a) { return a.is_string(); });
+      if (!ok) {
+        expected("worker.command", "null or a non-empty array of strings (argv)", *c);
+      } else if ((*c)[0].get_ref<const std::string&>().empty()) {
+        fail("worker.command[0]", "expected the program to run, got \"\"");
+      } else {
+        out.command = c->get<std::vector<std::string>>();
+      }
+    }
+    int_field(w, "stall_timeout_ms", "worker", positive_int, out.stall_timeout_ms);
+    int_field(w, "stop_grace_ms", "worker", non_negative_int, out.stop_grace_ms);
+  }
+
+  void debug(const json& doc, debug_spec& out) {
+    auto it = doc.find("debug");
+    if (it == doc.end()) return;
+    if (!object(*it, "debug", debug_keys)) return;
+    double_field(*it, "leak_mib_per_step", "debug", non_negative_number, out.leak_mib_per_step);
+    optional_int_field(*it, "crash_at_step", "debug", non_negative_int, out.crash_at_step);
+    optional_int_field(*it, "hang_at_step", "debug", non_negative_int, out.hang_at_step);
+  }
+
+  // Pass 3: rules across sections, only between fields that were valid on their own.
+  void cross_checks(const job_spec& s) {
+    if (loss_valid_ && model_valid_) {
+      const auto& last = s.model.layers.back();
+      auto where = " (" + index_path("model.layers", s.model.layers.size() - 1) + ")";
+      if (!loss_given_) where += "; training.loss defaults to binary_crossentropy";
+      const auto got = ", got units " + std::to_string(last.units) + " and activation " +
+                       std::string(to_string(last.act)) + where;
+      if (s.training.loss == loss_kind::binary_crossentropy &&
+          (last.units != 1 || last.act != activation::sigmoid)) {
+        fail("training.loss",
+             "binary_crossentropy needs a last layer with units 1 and activation sigmoid" + got);
+      } else if (s.training.loss == loss_kind::categorical_crossentropy &&
+                 (last.units < 2 || last.act != activation::softmax)) {
+        fail("training.loss",
+             "categorical_crossentropy needs a last layer with activation softmax and units >= 2" +
+                 got);
+      }
+    }
+    if (const auto* syn = std::get_if<synthetic_data>(&s.data);
+        syn && s.training.validation_split > 0) {
+      const auto train = compute_geometry(s, syn->samples).train_samples;
+      if (train < 1) {
+        fail("training.validation_split",
+             "leaves no training samples of data.samples " + std::to_string(syn->samples));
+      }
+    }
+  }
+
+ private:
+  static std::string type_list() { return "(" + one_of(data_type_names) + ")"; }
+
+  fs::path base_dir_;
+  std::vector<std::string> errors_;
+  bool loss_valid_ = true;
+  bool loss_given_ = false;
+  bool model_valid_ = false;
+};
+
+std::string join_lines(const std::vector<std::string>& lines, const std::string& prefix = "") {
+  std::string out;
+  for (const auto& line : lines) {
+    if (!out.empty()) out += '\n';
+    out += prefix + line;
+  }
+  return out;
+}
+
+json path_json(const fs::path& p) { return p.generic_string(); }
+
+}  // namespace
+
+result<job_spec> parse_job_spec(std::string_view text, const fs::path& base_dir) {
+  if (text.size() > max_job_document_bytes) {
+    return make_error("document is " + std::to_string(text.size()) +
+                      " bytes; a job document may be at most " +
+                      std::to_string(max_job_document_bytes) + " bytes (1 MiB)");
+  }
+  limits_sax sax;
+  const bool parsed = json::sax_parse(text.begin(), text.end(), &sax);
+  if (sax.too_deep()) {
+    return make_error("document nests deeper than " + std::to_string(max_job_document_depth) +
+                      " levels at " + line_column(text, depth_overflow_offset(text)));
+  }
+  if (sax.syntax_error()) {
+    // nlohmann reports the count of bytes read; the offending byte is the last one read.
+    const auto pos = sax.syntax_position() > 0 ? sax.syntax_position() - 1 : 0;
+    return make_error("invalid JSON at " + line_column(text, pos) + ": " + *sax.syntax_error());
+  }
+  if (!parsed) return make_error("invalid JSON");
+  if (!sax.duplicates().empty()) return make_error(join_lines(sax.duplicates()));
+
+  const json doc = json::parse(text.begin(), text.end());
+  checker c(base_dir);
+  job_spec spec;
+  if (!c.object(doc, "", top_keys)) return make_error(join_lines(c.errors()));
+  c.name(doc, spec.name);
+  c.data(doc, spec.data);
+  c.model(doc, spec.model);
+  c.training(doc, spec.training);
+  c.shard(doc, spec.shard);
+  c.memory(doc, spec.memory);
+  c.restart(doc, spec.restart);
+  c.checkpoints(doc, spec.checkpoints);
+  c.worker(doc, spec.worker);
+  c.debug(doc, spec.debug);
+  c.cross_checks(spec);
+  if (!c.errors().empty()) return make_error(join_lines(c.errors()));
+  return spec;
+}
+
+result<job_spec> load_job_spec(env& e, const fs::path& file) {
+  // Paths in the job resolve against its folder; make that absolute so the spec means the same
+  // thing to a supervisor running in another working directory.
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(file, ec);
+  const fs::path& where = ec ? file : absolute;
+  auto text = e.read_file(where);
+  if (!text) return with_context("cannot read job file", text.error());
+  auto spec = parse_job_spec(*text, where.parent_path());
+  if (!spec) {
+    // Every line names the file, compiler style, so each one stands alone in a log.
+    std::vector<std::string> lines;
+    const std::string message = spec.error().message;  // error() returns a copy
+    std::string_view rest = message;
+    while (!rest.empty()) {
+      const auto nl = rest.find('\n');
+      lines.emplace_back(rest.substr(0, nl));
+      rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+    }
+    return make_error(join_lines(lines, file.string() + ": "));
+  }
+  return spec;
+}
+
+status check_job_files(env& e, const job_spec& spec) {
+  std::vector<std::string> errors;
+  const auto need = [&](const std::string& json_path, const fs::path& p) {
+    if (!e.file_exists(p)) errors.push_back(json_path + ": file not found: " + p.string());
+  };
+  if (const auto* c = std::get_if<csv_data>(&spec.data)) need("data.path", c->path);
+  if (const auto* n = std::get_if<npy_data>(&spec.data)) {
+    need("data.features", n->features);
+    need("data.labels", n->labels);
+  }
+  if (spec.model.initial_weights) need("model.initial_weights", *spec.model.initial_weights);
+  if (!errors.empty()) return make_error(join_lines(errors));
+  return {};
+}
+
+json to_json(const job_spec& s) {
+  json data = std::visit(
+      [](const auto& d) -> json {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, synthetic_data>) {
+          return {{"type", "synthetic"},
+                  {"samples", d.samples},
+                  {"features", d.features},
+                  {"seed", d.seed}};
+        } else if constexpr (std::is_same_v<T, csv_data>) {
+          json label = std::visit([](const auto& v) { return json(v); }, d.label_column);
+          return {{"type", "csv"},
+                  {"path", path_json(d.path)},
+                  {"label_column", label},
+                  {"header", d.header},
+                  {"standardize", d.standardize}};
+        } else {
+          return {{"type", "npy"},
+                  {"features", path_json(d.features)},
+                  {"labels", path_json(d.labels)}};
+        }
+      },
+      s.data);
+
+  json layers = json::array();
+  for (const auto& l : s.model.layers) {
+    layers.push_back({{"units", l.units}, {"activation", to_string(l.act)}});
+  }
+  const auto& o = s.training.optimizer;
+  json optimizer = {{"type", to_string(o.kind)}, {"learning_rate", o.learning_rate}};
+  if (o.kind == optimizer_kind::adam) {
+    optimizer["beta_1"] = o.beta_1;
+    optimizer["beta_2"] = o.beta_2;
+    optimizer["epsilon"] = o.epsilon;
+  } else {
+    optimizer["momentum"] = o.momentum;
+    optimizer["nesterov"] = o.nesterov;
+  }
+  const auto optional = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+
+  return {
+      {"name", s.name},
+      {"data", data},
+      {"model",
+       {{"layers", layers},
+        {"initial_weights",
+         s.model.initial_weights ? path_json(*s.model.initial_weights) : json(nullptr)}}},
+      {"training",
+       {{"loss", to_string(s.training.loss)},
+        {"optimizer", optimizer},
+        {"batch_size", s.training.batch_size},
+        {"epochs", s.training.epochs},
+        {"shuffle", s.training.shuffle},
+        {"seed", s.training.seed},
+        {"threads", s.training.threads},
+        {"validation_split", s.training.validation_split}}},
+      {"shard", {{s.shard.unit == shard_unit::epochs ? "epochs" : "steps", s.shard.count}}},
+      {"memory",
+       {{"soft_limit_mib", optional(s.memory.soft_limit_mib)},
+        {"hard_limit_mib", optional(s.memory.hard_limit_mib)},
+        {"poll_ms", s.memory.poll_ms}}},
+      {"restart",
+       {{"max_failures", s.restart.max_failures},
+        {"backoff_initial_ms", s.restart.backoff_initial_ms},
+        {"backoff_max_ms", s.restart.backoff_max_ms},
+        {"backoff_multiplier", s.restart.backoff_multiplier}}},
+      {"checkpoints", {{"keep", s.checkpoints.keep}}},
+      {"worker",
+       {{"command", s.worker.command ? json(*s.worker.command) : json(nullptr)},
+        {"stall_timeout_ms", s.worker.stall_timeout_ms},
+        {"stop_grace_ms", s.worker.stop_grace_ms}}},
+      {"debug",
+       {{"leak_mib_per_step", s.debug.leak_mib_per_step},
+        {"crash_at_step", optional(s.debug.crash_at_step)},
+        {"hang_at_step", optional(s.debug.hang_at_step)}}},
+  };
+}
+
+job_geometry compute_geometry(const job_spec& spec, std::int64_t samples) {
+  job_geometry g;
+  samples = std::max<std::int64_t>(samples, 0);
+  // keras.src.trainers.data_adapters.data_adapter_utils.train_validation_split:
+  // split_at = int(math.floor(num_samples * (1.0 - validation_split))); validation is the tail.
+  const auto split_at = static_cast<std::int64_t>(
+      std::floor(static_cast<double>(samples) * (1.0 - spec.training.validation_split)));
+  g.train_samples = std::clamp<std::int64_t>(split_at, 0, samples);
+  g.validation_samples = samples - g.train_samples;
+  const std::int64_t batch = std::max<std::int64_t>(spec.training.batch_size, 1);
+  g.steps_per_epoch = g.train_samples / batch + (g.train_samples % batch != 0 ? 1 : 0);
+  // Saturate instead of overflowing: a silly epoch count must not wrap to a small number.
+  const auto mul = [](std::int64_t a, std::int64_t b) {
+    if (a == 0 || b == 0) return std::int64_t{0};
+    return a > int64_max / b ? int64_max : a * b;
+  };
+  g.total_steps = mul(spec.training.epochs, g.steps_per_epoch);
+  g.shard_steps = spec.shard.unit == shard_unit::epochs ? mul(spec.shard.count, g.steps_per_epoch)
+                                                        : spec.shard.count;
+  return g;
+}
+
+std::string_view to_string(activation a) { return activation_names[static_cast<std::size_t>(a)]; }
+std::string_view to_string(loss_kind l) { return loss_names[static_cast<std::size_t>(l)]; }
+std::string_view to_string(optimizer_kind o) {
+  return optimizer_names[static_cast<std::size_t>(o)];
+}
+
+}  // namespace baton::protocol

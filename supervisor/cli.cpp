@@ -1,0 +1,74 @@
+#include "supervisor/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+
+#include "os/env.h"
+#include "protocol/job_spec.h"
+#include "protocol/version.h"
+
+namespace baton {
+
+namespace {
+
+// Prefixes each line so multi-line error reports stay greppable by file.
+void print_lines(std::ostream& os, const std::string& prefix, const std::string& text) {
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto nl = text.find('\n', start);
+    const auto line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (!line.empty()) os << prefix << line << '\n';
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& app, cli_context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "validate",
+      "Check a job config: print it with every default filled in (exit 0) or list every "
+      "problem on stderr (exit 2)");
+  // shared_ptr: the callback outlives this function and must own the parsed value's storage.
+  auto config = std::make_shared<std::string>();
+  cmd->add_option("CONFIG", *config, "Job config file (JSON)")->required();
+  cmd->callback([&ctx, config] {
+    auto spec = protocol::load_job_spec(ctx.environment, *config);
+    if (!spec) {
+      print_lines(ctx.err, "", spec.error().message);  // already prefixed with the file
+      ctx.exit_code = exit_invalid;
+      return;
+    }
+    if (auto files = protocol::check_job_files(ctx.environment, *spec); !files) {
+      print_lines(ctx.err, *config + ": ", files.error().message);
+      ctx.exit_code = exit_invalid;
+      return;
+    }
+    ctx.out << protocol::to_json(*spec).dump(2) << '\n';
+    ctx.exit_code = exit_ok;
+  });
+}
+
+int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app("baton: keeps long training runs alive by sharding them across fresh workers",
+               "baton");
+  app.set_version_flag("--version", std::string(version()));
+  app.require_subcommand(1);
+  app.footer("Exit codes: 0 ok, 1 failure, 2 invalid job config, 64 bad command line.\n");
+  cli_context ctx{out, err, env::default_env()};
+  add_validate_command(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version arrive here as "errors" with a success code.
+    const int code = app.exit(e, out, err);
+    return code == 0 ? exit_ok : exit_usage;
+  }
+  return ctx.exit_code;
+}
+
+int run_cli(int argc, char** argv) { return run_cli(argc, argv, std::cout, std::cerr); }
+
+}  // namespace baton

@@ -1,0 +1,38 @@
+// The `baton` command line: one CLI11 app with a subcommand per verb (validate now; run, serve,
+// submit... later). Each verb lives in an add_*_command function that registers its options and
+// a callback on the app; run_cli owns parsing and turns every outcome into an exit code, so the
+// CLI can be driven in-process by tests. Verbs write only to the streams in cli_context.
+#pragma once
+
+#include <iosfwd>
+
+namespace CLI {
+class App;
+}
+
+namespace baton {
+
+class env;
+
+// Exit codes shared by every verb.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_failure = 1;  // the command ran and failed (I/O, server error...)
+inline constexpr int exit_invalid = 2;  // the input (a job config) is invalid
+inline constexpr int exit_usage = 64;   // bad command line (sysexits EX_USAGE)
+
+// What a verb's callback may use; it sets exit_code before returning.
+struct cli_context {
+  std::ostream& out;
+  std::ostream& err;
+  env& environment;
+  int exit_code = exit_ok;
+};
+
+// `baton validate CONFIG`: prints the job with every default filled, or every error (exit 2).
+void add_validate_command(CLI::App& app, cli_context& ctx);
+
+// Parses argv, runs the chosen verb and returns the process exit code. Bad input never throws.
+int run_cli(int argc, char** argv);
+int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err);
+
+}  // namespace baton

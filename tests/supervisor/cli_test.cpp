@@ -1,0 +1,104 @@
+#include "supervisor/cli.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "os/env.h"
+#include "protocol/job_spec.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct cli_run {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+cli_run run(std::vector<std::string> args) {
+  args.insert(args.begin(), "baton");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::ostringstream out, err;
+  const int code = baton::run_cli(static_cast<int>(args.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+fs::path scratch_dir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("baton-cli-test-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+const std::string seed = std::string(BATON_SOURCE_DIR) + "/configs/seed.json";
+
+}  // namespace
+
+TEST_CASE("validate prints a good config with every default filled", "[unit][cli]") {
+  const auto r = run({"validate", seed});
+  CHECK(r.code == baton::exit_ok);
+  CHECK(r.err.empty());
+  const auto printed = nlohmann::json::parse(r.out);
+  auto spec = baton::protocol::load_job_spec(baton::env::default_env(), seed);
+  REQUIRE(spec);
+  CHECK(printed == baton::protocol::to_json(*spec));
+  CHECK(printed["worker"]["stall_timeout_ms"] == 120000);  // a default seed.json leaves out
+}
+
+TEST_CASE("validate lists every error of a bad config and exits 2", "[unit][cli]") {
+  const auto dir = scratch_dir("bad");
+  const auto file = (dir / "bad.json").string();
+  REQUIRE(baton::write_file_atomic(baton::env::default_env(), file, R"({
+    "name": "bad", "trainig": {},
+    "data": {"type": "synthetic"},
+    "model": {"layers": [{"units": 1, "activation": "sigmoid"}]},
+    "training": {"batch_size": -3}
+  })"));
+  const auto r = run({"validate", file});
+  CHECK(r.code == baton::exit_invalid);
+  CHECK(r.out.empty());
+  CHECK(r.err == file + ": trainig: unknown key; did you mean \"training\"?\n" + file +
+                     ": training.batch_size: expected a positive integer, got -3\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("validate reports missing data files and unreadable configs", "[unit][cli]") {
+  const auto dir = scratch_dir("files");
+  const auto file = (dir / "job.json").string();
+  REQUIRE(baton::write_file_atomic(baton::env::default_env(), file, R"({
+    "name": "job", "data": {"type": "csv", "path": "missing.csv", "label_column": "y"},
+    "model": {"layers": [{"units": 1, "activation": "sigmoid"}]}
+  })"));
+  auto r = run({"validate", file});
+  CHECK(r.code == baton::exit_invalid);
+  CHECK(r.err == file + ": data.path: file not found: " + (dir / "missing.csv").string() + "\n");
+
+  r = run({"validate", (dir / "absent.json").string()});
+  CHECK(r.code == baton::exit_invalid);
+  CHECK(r.err.find((dir / "absent.json").string()) != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("bad command lines exit 64, help exits 0", "[unit][cli]") {
+  CHECK(run({}).code == baton::exit_usage);
+  CHECK(run({"validate"}).code == baton::exit_usage);
+  CHECK(run({"frobnicate"}).code == baton::exit_usage);
+  CHECK(run({"validate", seed, "extra"}).code == baton::exit_usage);
+
+  auto help = run({"--help"});
+  CHECK(help.code == baton::exit_ok);
+  CHECK(help.out.find("validate") != std::string::npos);
+  help = run({"validate", "--help"});
+  CHECK(help.code == baton::exit_ok);
+  CHECK(help.out.find("CONFIG") != std::string::npos);
+  const auto version = run({"--version"});
+  CHECK(version.code == baton::exit_ok);
+  CHECK_FALSE(version.out.empty());
+}
