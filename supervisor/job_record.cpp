@@ -245,8 +245,8 @@ result<job_record> job_record_from_json(const nlohmann::json& j) {
             sr.fail("rss: expected [t_ms, bytes, step] integer triples");
             break;
           }
-          s.rss.push_back({p[0].get<std::int64_t>(), p[1].get<std::int64_t>(),
-                           p[2].get<std::int64_t>()});
+          s.rss.push_back(
+              {p[0].get<std::int64_t>(), p[1].get<std::int64_t>(), p[2].get<std::int64_t>()});
         }
       }
       if (sr.error()) return make_error(*sr.error());
@@ -263,8 +263,8 @@ void add_rss_sample(shard_record& shard, rss_sample s) {
   if (curve.size() >= 2) {
     // After a halving the curve's spacing has doubled; later samples keep that spacing so the
     // curve stays evenly spread in time.
-    const auto gap = (curve.back().t_ms - curve.front().t_ms) /
-                     static_cast<std::int64_t>(curve.size() - 1);
+    const auto gap =
+        (curve.back().t_ms - curve.front().t_ms) / static_cast<std::int64_t>(curve.size() - 1);
     if (s.t_ms - curve.back().t_ms < gap * 3 / 4) return;
   }
   if (curve.size() >= max_rss_samples) {

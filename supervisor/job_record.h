@@ -6,12 +6,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "protocol/status.h"
 
@@ -52,7 +51,7 @@ struct shard_record {
   std::int64_t attempt = 0;  // 0 for the first worker of this shard, then 1, 2, ...
   std::int64_t pid = 0;
   std::int64_t start_step = 0;
-  std::int64_t end_step = 0;  // newest verified checkpoint step when the worker ended
+  std::int64_t end_step = 0;    // newest verified checkpoint step when the worker ended
   std::int64_t started_ms = 0;  // unix time
   std::int64_t ended_ms = 0;
   std::optional<exit_cause> cause;  // unset while running

@@ -45,8 +45,8 @@ result<job_record> decode_slot(std::string_view text, const fs::path& path) {
   if (record == j.end() || !record->is_object()) return fail("record: expected an object");
   const std::string computed = slot_digest(seq->get<std::int64_t>(), *record);
   if (computed != digest->get<std::string>()) {
-    return fail("digest mismatch (stored " + digest->get<std::string>() + ", computed " +
-                computed + ")");
+    return fail("digest mismatch (stored " + digest->get<std::string>() + ", computed " + computed +
+                ")");
   }
   auto r = job_record_from_json(*record);
   if (!r) return fail(r.error().message);

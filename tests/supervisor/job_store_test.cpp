@@ -79,8 +79,8 @@ TEST_CASE("job store picks fresh ids and refuses duplicates", "[unit][job_store]
 }
 
 TEST_CASE("job ids cannot escape the state directory", "[unit][job_store]") {
-  for (const std::string bad : {"", "..", "../x", "a/b", ".hidden", "a\\b", "a b",
-                                std::string(81, 'x')}) {
+  for (const std::string& bad : std::vector<std::string>{"", "..", "../x", "a/b", ".hidden", "a\\b",
+                                                         "a b", std::string(81, 'x')}) {
     INFO(bad);
     CHECK_FALSE(validate_job_id(bad));
   }
