@@ -181,10 +181,9 @@ class process::impl : public std::enable_shared_from_this<impl> {
  public:
   using child = bp::basic_process<asio::io_context::executor_type>;
 
-  impl(asio::io_context& io, child proc, asio::readable_pipe out, asio::writable_pipe in)
+  impl(child proc, asio::readable_pipe out, asio::writable_pipe in)
       : proc_(std::move(proc)), out_(std::move(out)), in_(std::move(in)), pid_(proc_.id()) {
     register_pid(pid_);
-    (void)io;
   }
 
   ~impl() {
@@ -392,7 +391,7 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   in_read.reset();
   out_write.reset();
   err.reset();
-  auto state = std::make_shared<process::impl>(io, std::move(proc), std::move(out), std::move(in));
+  auto state = std::make_shared<process::impl>(std::move(proc), std::move(out), std::move(in));
   return std::make_unique<process>(std::move(state));
 }
 
