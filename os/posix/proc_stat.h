@@ -1,0 +1,39 @@
+// Reading the Linux process table from /proc: who is whose parent (for walking a worker's
+// descendants) and how much memory each process holds right now. The parsers are pure functions
+// so they are tested on fixed text; the scanners tolerate processes vanishing mid-scan.
+// Used by os/posix/process_posix.cpp only; Linux-specific.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "protocol/status.h"
+
+namespace baton::os::procfs {
+
+struct proc_entry {
+  std::int64_t pid = 0;
+  std::int64_t ppid = 0;
+  std::int64_t pgid = 0;
+  std::int64_t sid = 0;
+  char state = '?';  // R, S, D, Z, T, ...
+};
+
+// Parses /proc/<pid>/stat. The command name is in parentheses and may itself hold spaces and
+// ')', so fields are counted from the LAST ')'.
+result<proc_entry> parse_stat(std::string_view text);
+
+// Resident pages: the second field of /proc/<pid>/statm.
+result<std::uint64_t> parse_statm_resident_pages(std::string_view text);
+
+// Every process in /proc. Processes that exit during the scan are skipped.
+result<std::vector<proc_entry>> list_processes();
+
+// All descendants of `root` in `table` (children, grandchildren, ...), not `root` itself.
+std::vector<std::int64_t> descendants_of(const std::vector<proc_entry>& table, std::int64_t root);
+
+// Current resident bytes of one process; an error when it does not exist (any more).
+result<std::uint64_t> rss_bytes_of(std::int64_t pid);
+
+}  // namespace baton::os::procfs

@@ -1,0 +1,446 @@
+// POSIX process control on Boost.Process v2's default launcher (fork + exec), with a launcher
+// initializer that puts the child in its own group and ties its life to the supervisor's.
+// This is the only file that includes Boost.Process headers (each such file costs 10-15 s).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/readable_pipe.hpp>
+#include <boost/asio/writable_pipe.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/process/v2/process.hpp>
+#include <boost/process/v2/stdio.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "os/posix/proc_stat.h"
+#include "os/process.h"
+
+extern char** environ;
+
+namespace baton::os {
+
+namespace asio = boost::asio;
+namespace bp = boost::process::v2;
+using boost::system::error_code;
+
+namespace {
+
+// Pids started by spawn() whose exit status belongs to their `process` object: reap_orphans()
+// and kill_orphans() must leave them alone.
+std::mutex registry_mutex;
+std::unordered_set<std::int64_t> registry;
+
+void register_pid(std::int64_t pid) {
+  std::lock_guard lock(registry_mutex);
+  registry.insert(pid);
+}
+void unregister_pid(std::int64_t pid) {
+  std::lock_guard lock(registry_mutex);
+  registry.erase(pid);
+}
+bool is_registered(std::int64_t pid) {
+  std::lock_guard lock(registry_mutex);
+  return registry.count(pid) != 0;
+}
+
+error errno_error(const std::string& what, int err) {
+  return make_error(what + ": " + std::strerror(err));
+}
+
+class fd_guard {
+ public:
+  fd_guard() = default;
+  explicit fd_guard(int fd) : fd_(fd) {}
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+  ~fd_guard() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Runs in the forked child before exec: only async-signal-safe calls from here on.
+struct child_setup {
+  const char* const* envp;
+  const char* working_dir;  // nullptr: inherit
+  pid_t parent;
+
+  error_code on_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&,
+                      const char* const*) {
+    launcher.env = envp;
+    return {};
+  }
+
+  error_code on_exec_setup(bp::posix::default_launcher&, const bp::filesystem::path&,
+                           const char* const*) {
+    // Own group, so signal_group reaches the worker's children but never the supervisor.
+    if (::setpgid(0, 0) != 0) return error_code(errno, boost::system::system_category());
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+      return error_code(errno, boost::system::system_category());
+    }
+    // The supervisor may have died between fork and prctl: then no death signal will ever come,
+    // and the child has been re-parented. _exit, not exit: no atexit or stdio flush of the
+    // parent's state in the child.
+    if (::getppid() != parent) ::_exit(127);
+    // The supervisor ignores SIGPIPE and may block signals; an ignored disposition and the mask
+    // survive exec, and the worker must see the defaults.
+    ::signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (working_dir != nullptr && ::chdir(working_dir) != 0) {
+      return error_code(errno, boost::system::system_category());
+    }
+    return {};
+  }
+};
+
+// execve does no PATH search; do it here, in the parent, with the supervisor's PATH.
+result<std::string> resolve_program(const std::string& name) {
+  if (name.empty()) return make_error("spawn: argv[0] is empty");
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const auto colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return make_error("spawn " + name + ": not found in PATH");
+}
+
+// The supervisor's environment with `extra` added, later entries replacing earlier ones.
+std::vector<std::string> merged_environment(
+    const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto key = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : extra) replaced = replaced || k == key;
+    if (!replaced) out.emplace_back(entry);
+  }
+  for (std::size_t i = 0; i < extra.size(); ++i) {
+    bool later = false;
+    for (std::size_t j = i + 1; j < extra.size(); ++j)
+      later = later || extra[j].first == extra[i].first;
+    if (!later) out.push_back(extra[i].first + "=" + extra[i].second);
+  }
+  return out;
+}
+
+exit_status from_native(int native) {
+  if (WIFSIGNALED(native)) return exit_status::signaled(WTERMSIG(native));
+  return exit_status::exited(WEXITSTATUS(native));
+}
+
+// Freezes then kills a set of processes found by `find` (re-run until it finds nothing new), so
+// nothing can fork its way out between the scan and the kill.
+template <class Find>
+result<int> stop_then_kill(Find find) {
+  std::unordered_set<std::int64_t> stopped;
+  std::vector<std::int64_t> order;
+  for (int round = 0; round < 100; ++round) {
+    auto table = procfs::list_processes();
+    if (!table) return table.error();
+    bool found_new = false;
+    for (const auto pid : find(*table)) {
+      if (!stopped.insert(pid).second) continue;
+      found_new = true;
+      order.push_back(pid);
+      ::kill(static_cast<pid_t>(pid), SIGSTOP);  // ESRCH: already gone, fine
+    }
+    if (!found_new) break;
+  }
+  for (const auto pid : order) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  return static_cast<int>(order.size());
+}
+
+}  // namespace
+
+class process::impl : public std::enable_shared_from_this<impl> {
+ public:
+  using child = bp::basic_process<asio::io_context::executor_type>;
+
+  impl(child proc, asio::readable_pipe out, asio::writable_pipe in)
+      : proc_(std::move(proc)), out_(std::move(out)), in_(std::move(in)), pid_(proc_.id()) {
+    register_pid(pid_);
+  }
+
+  ~impl() {
+    // bp's destructor SIGKILLs and blocks on waitpid if the child was never reaped; it has been
+    // killed by then (abandon), so the wait is short.
+    if (!exited_) {
+      error_code ec;
+      proc_.terminate(ec);
+    }
+    unregister_pid(pid_);
+  }
+
+  std::int64_t pid() const { return pid_; }
+  bool exited() const { return exited_; }
+
+  void abandon() {
+    abandoned_ = true;
+    on_line_ = nullptr;
+    on_exit_ = nullptr;
+    writes_.clear();
+    if (!exited_) ::kill(-static_cast<pid_t>(pid_), SIGKILL);
+    error_code ignored;
+    out_.close(ignored);
+    in_.close(ignored);
+  }
+
+  void start_reading(line_handler on_line) {
+    on_line_ = std::move(on_line);
+    read_more();
+  }
+
+  void write_line(std::string line, write_handler on_done) {
+    line.push_back('\n');
+    writes_.emplace_back(std::move(line), std::move(on_done));
+    if (writes_.size() == 1) write_front();
+  }
+
+  void close_stdin() {
+    error_code ignored;
+    in_.close(ignored);
+  }
+
+  void wait(exit_handler on_exit) {
+    on_exit_ = std::move(on_exit);
+    proc_.async_wait([self = shared_from_this()](error_code ec, int) noexcept {
+      exit_status st{};
+      if (!ec) {
+        self->exited_ = true;
+        st = from_native(self->proc_.native_exit_code());
+        self->proc_.detach();  // reaped: the pid may be reused, never signal it through bp again
+      }
+      if (self->on_exit_ && !self->abandoned_) std::exchange(self->on_exit_, nullptr)(ec, st);
+    });
+  }
+
+  status signal_group(group_signal sig) {
+    const int signo = sig == group_signal::kill ? SIGKILL : SIGTERM;
+    if (::kill(-static_cast<pid_t>(pid_), signo) != 0 && errno != ESRCH) {
+      return errno_error("signal process group " + std::to_string(pid_), errno);
+    }
+    return {};
+  }
+
+ private:
+  void read_more() {
+    out_.async_read_some(asio::buffer(chunk_),
+                         [self = shared_from_this()](error_code ec, std::size_t n) noexcept {
+                           self->on_read(ec, n);
+                         });
+  }
+
+  void deliver(const error_code& ec, std::string_view line) {
+    if (on_line_ && !abandoned_) on_line_(ec, line);
+  }
+
+  void on_read(error_code ec, std::size_t n) {
+    std::string_view data(chunk_.data(), n);
+    while (!data.empty() && !abandoned_) {
+      const auto nl = data.find('\n');
+      const auto piece = data.substr(0, nl);
+      if (!skipping_) {
+        const auto room = max_line_bytes - partial_.size();
+        partial_.append(piece.substr(0, room));
+        if (piece.size() > room) {
+          // Over the limit: hand out the cut line now, drop the rest up to the next newline.
+          deliver(make_error_code(boost::system::errc::message_size), partial_);
+          partial_.clear();
+          skipping_ = true;
+        }
+      }
+      if (nl == std::string_view::npos) break;
+      if (!skipping_) {
+        if (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();
+        deliver({}, partial_);
+      }
+      partial_.clear();
+      skipping_ = false;
+      data.remove_prefix(nl + 1);
+    }
+    if (abandoned_) return;
+    if (ec) {
+      // A last line without newline is still a line.
+      if (!partial_.empty() && !skipping_) deliver({}, partial_);
+      partial_.clear();
+      auto h = std::exchange(on_line_, nullptr);
+      if (h) h(ec, {});
+      return;
+    }
+    read_more();
+  }
+
+  void write_front() {
+    asio::async_write(in_, asio::buffer(writes_.front().first),
+                      [self = shared_from_this()](error_code ec, std::size_t) noexcept {
+                        if (self->abandoned_ || self->writes_.empty()) return;
+                        auto done = std::move(self->writes_.front().second);
+                        self->writes_.pop_front();
+                        if (done) done(ec);
+                        if (!self->writes_.empty()) self->write_front();
+                      });
+  }
+
+  child proc_;
+  asio::readable_pipe out_;
+  asio::writable_pipe in_;
+  std::int64_t pid_;
+  bool exited_ = false;
+  bool abandoned_ = false;
+
+  std::array<char, 64 * 1024> chunk_{};
+  std::string partial_;
+  bool skipping_ = false;
+  line_handler on_line_;
+  exit_handler on_exit_;
+  std::deque<std::pair<std::string, write_handler>> writes_;
+};
+
+process::process(std::shared_ptr<impl> p) : impl_(std::move(p)) {}
+process::~process() {
+  if (impl_) impl_->abandon();
+}
+std::int64_t process::pid() const { return impl_->pid(); }
+void process::async_read_lines(line_handler on_line) { impl_->start_reading(std::move(on_line)); }
+void process::async_write_line(std::string line, write_handler on_done) {
+  impl_->write_line(std::move(line), std::move(on_done));
+}
+void process::close_stdin() { impl_->close_stdin(); }
+void process::async_wait(exit_handler on_exit) { impl_->wait(std::move(on_exit)); }
+bool process::exited() const { return impl_->exited(); }
+status process::signal_group(group_signal sig) { return impl_->signal_group(sig); }
+result<std::uint64_t> process::rss_bytes() const { return tree_rss_bytes(impl_->pid()); }
+
+result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options& options) {
+  if (options.argv.empty()) return make_error("spawn: empty argv");
+  const std::string& name = options.argv.front();
+  auto program = resolve_program(name);
+  if (!program) return program.error();
+  if (!options.working_dir.empty()) {
+    std::error_code fec;
+    if (!std::filesystem::is_directory(options.working_dir, fec)) {
+      return make_error("spawn " + name + ": working folder " + options.working_dir.string() +
+                        " is not a folder");
+    }
+  }
+
+  static std::once_flag sigpipe_once;
+  std::call_once(sigpipe_once, [] { ::signal(SIGPIPE, SIG_IGN); });
+
+  int out_fds[2];
+  if (::pipe2(out_fds, O_CLOEXEC) != 0) return errno_error("spawn " + name + ": pipe", errno);
+  fd_guard out_read(out_fds[0]), out_write(out_fds[1]);
+  int in_fds[2];
+  if (::pipe2(in_fds, O_CLOEXEC) != 0) return errno_error("spawn " + name + ": pipe", errno);
+  fd_guard in_read(in_fds[0]), in_write(in_fds[1]);
+  const std::string log = options.stderr_log.empty() ? "/dev/null" : options.stderr_log.string();
+  fd_guard err(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (err.get() < 0) return errno_error("spawn " + name + ": open stderr log " + log, errno);
+
+  error_code ec;
+  asio::readable_pipe out(io);
+  out.assign(out_read.get(), ec);
+  if (ec) return make_error("spawn " + name + ": " + ec.message());
+  out_read.release();
+  asio::writable_pipe in(io);
+  in.assign(in_write.get(), ec);
+  if (ec) return make_error("spawn " + name + ": " + ec.message());
+  in_write.release();
+
+  const auto env_strings = merged_environment(options.env);
+  std::vector<const char*> envp;
+  for (const auto& s : env_strings) envp.push_back(s.c_str());
+  envp.push_back(nullptr);
+  const std::string dir = options.working_dir.string();
+  child_setup setup{envp.data(), dir.empty() ? nullptr : dir.c_str(), ::getpid()};
+  const std::vector<std::string> args(options.argv.begin() + 1, options.argv.end());
+
+  // If exec fails the child calls exit(), flushing copies of our unflushed stdio buffers.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  bp::posix::default_launcher launcher;
+  auto proc = launcher(io.get_executor(), ec, bp::filesystem::path(*program), args,
+                       bp::process_stdio{in_read.get(), out_write.get(), err.get()}, setup);
+  if (ec) return make_error("spawn " + name + ": " + ec.message());
+  // The child holds its own copies of its pipe ends; ours must go, or EOF never comes.
+  in_read.reset();
+  out_write.reset();
+  err.reset();
+  auto state = std::make_shared<process::impl>(std::move(proc), std::move(out), std::move(in));
+  return std::make_unique<process>(std::move(state));
+}
+
+status become_subreaper() {
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return errno_error("become subreaper", errno);
+  return {};
+}
+
+result<std::uint64_t> tree_rss_bytes(std::int64_t pid) {
+  auto table = procfs::list_processes();
+  if (!table) return table.error();
+  auto total = procfs::rss_bytes_of(pid);
+  if (!total) return with_context("memory of process " + std::to_string(pid), total.error());
+  std::uint64_t sum = *total;
+  for (const auto d : procfs::descendants_of(*table, pid)) {
+    if (auto r = procfs::rss_bytes_of(d)) sum += *r;  // one that just exited holds nothing
+  }
+  return sum;
+}
+
+result<int> kill_descendants(std::int64_t pid) {
+  return stop_then_kill(
+      [pid](const std::vector<procfs::proc_entry>& t) { return procfs::descendants_of(t, pid); });
+}
+
+result<int> kill_orphans() {
+  const std::int64_t self = ::getpid();
+  return stop_then_kill([self](const std::vector<procfs::proc_entry>& t) {
+    std::vector<std::int64_t> out;
+    for (const auto& e : t) {
+      if (e.ppid != self || is_registered(e.pid) || e.state == 'Z') continue;
+      out.push_back(e.pid);
+      for (const auto d : procfs::descendants_of(t, e.pid)) out.push_back(d);
+    }
+    return out;
+  });
+}
+
+result<int> reap_orphans() {
+  auto table = procfs::list_processes();
+  if (!table) return table.error();
+  const std::int64_t self = ::getpid();
+  int reaped = 0;
+  for (const auto& e : *table) {
+    if (e.ppid != self || e.state != 'Z' || is_registered(e.pid)) continue;
+    int st = 0;
+    if (::waitpid(static_cast<pid_t>(e.pid), &st, WNOHANG) > 0) ++reaped;
+  }
+  return reaped;
+}
+
+}  // namespace baton::os

@@ -1,0 +1,109 @@
+// Child process control for the supervisor: spawn a worker (argv, never a shell) in its own
+// process group, read its stdout as lines, write lines to its stdin, wait for its exit, signal
+// the whole group, and measure the memory of the worker and everything it started.
+// The supervisor owns each `process`; destroying one kills the worker's group if it still runs.
+// Implementations: os/posix/process_posix.cpp (Linux: /proc, prctl). No OS headers here.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "os/exit_status.h"
+#include "protocol/status.h"
+
+namespace baton::os {
+
+// Longest stdout line delivered whole (the protocol's max_message_bytes). A longer line is cut.
+inline constexpr std::size_t max_line_bytes = 1 << 20;
+
+struct spawn_options {
+  // argv[0] is the program: a path, or a name looked up in the supervisor's PATH.
+  std::vector<std::string> argv;
+  // Added to (or replacing same-named entries of) the supervisor's own environment.
+  std::vector<std::pair<std::string, std::string>> env;
+  std::filesystem::path working_dir;  // empty: the supervisor's
+  std::filesystem::path stderr_log;   // appended to; empty: /dev/null
+};
+
+// Called once per stdout line, without the newline:
+//  - ec empty: a whole line;
+//  - ec == boost::system::errc::message_size: a line longer than max_line_bytes, cut to its first
+//    max_line_bytes; the rest of it is skipped and reading goes on;
+//  - any other ec (asio::error::eof at end of output, operation_aborted when the process object
+//    is destroyed, a read error): the last call, `line` empty.
+// Handlers must not throw (they run inside Asio; a throw terminates the supervisor).
+using line_handler =
+    std::function<void(const boost::system::error_code& ec, std::string_view line)>;
+using exit_handler = std::function<void(const boost::system::error_code& ec, exit_status status)>;
+using write_handler = std::function<void(const boost::system::error_code& ec)>;
+
+enum class group_signal { terminate, kill };  // SIGTERM, SIGKILL
+
+class process {
+ public:
+  class impl;
+  explicit process(std::shared_ptr<impl> p);
+  process(const process&) = delete;
+  process& operator=(const process&) = delete;
+  // Kills the process group (SIGKILL) unless the worker has been seen to exit, and aborts
+  // pending reads and writes (their handlers get operation_aborted).
+  ~process();
+
+  std::int64_t pid() const;
+
+  // Starts reading stdout; call once. See line_handler for the calls it makes.
+  void async_read_lines(line_handler on_line);
+  // Writes `line` plus '\n' to the worker's stdin. Writes are queued and go out in order.
+  void async_write_line(std::string line, write_handler on_done);
+  // Closes the worker's stdin (it reads end of file).
+  void close_stdin();
+  // Calls `on_exit` once, when the worker has exited and been reaped; call once.
+  void async_wait(exit_handler on_exit);
+  bool exited() const;
+
+  // Sends the signal to the worker's whole process group (the worker and every descendant that
+  // did not leave the group). Sending to a group that is already gone is not an error.
+  status signal_group(group_signal sig);
+  // Current resident memory of the worker and all its descendants, in bytes.
+  result<std::uint64_t> rss_bytes() const;
+
+ private:
+  std::shared_ptr<impl> impl_;
+};
+
+// Starts a worker. The child gets its own process group, dies with SIGKILL when the spawning
+// thread dies (PR_SET_PDEATHSIG, so spawn from a thread that lives as long as the supervisor),
+// and exits at once if the supervisor died before it could arm that. stdout and stdin are pipes
+// owned by the returned process; stderr goes to `stderr_log`. Ignores SIGPIPE in the supervisor
+// (a write to a dead worker's stdin must be an error value, not a signal).
+result<std::unique_ptr<process>> spawn(boost::asio::io_context& io, const spawn_options& options);
+
+// Makes the supervisor the reaper of orphaned descendants (PR_SET_CHILD_SUBREAPER): a worker's
+// child that double-forks or calls setsid() is re-parented to us instead of init, so
+// kill_orphans() can still reach it. Call once at start-up.
+status become_subreaper();
+
+// Resident memory of `pid` and all its descendants, in bytes (current, not peak).
+result<std::uint64_t> tree_rss_bytes(std::int64_t pid);
+
+// SIGKILLs every descendant of `pid` (not `pid` itself), repeating until no new one appears, so
+// processes that escaped the group (setsid) die too. Returns how many were signalled.
+result<int> kill_descendants(std::int64_t pid);
+
+// SIGKILLs the supervisor's direct children that it did not spawn (orphans re-parented to it as
+// subreaper) and their descendants. Returns how many were signalled.
+result<int> kill_orphans();
+
+// Reaps exited orphans (zombie children the supervisor did not spawn). Never reaps a process
+// started by spawn(): its exit status belongs to its `process`. Returns how many were reaped.
+result<int> reap_orphans();
+
+}  // namespace baton::os

@@ -1,0 +1,395 @@
+#include "supervisor/shard_machine.h"
+
+#include <algorithm>
+
+#include "supervisor/backoff.h"
+
+namespace baton::supervisor {
+
+namespace {
+
+constexpr std::uint64_t mib = 1024 * 1024;
+
+class step {
+ public:
+  step(const shard_state& s, const machine_settings& cfg) : cfg_(cfg) { r_.state = s; }
+
+  shard_state& s() { return r_.state; }
+  void emit(action a) { r_.actions.push_back(std::move(a)); }
+  transition_result ignore() {
+    r_.ignored = true;
+    return done();
+  }
+  transition_result done() { return std::move(r_); }
+
+  bool worker_phase() const {
+    const auto p = r_.state.phase;
+    return p == job_state::starting || p == job_state::running || p == job_state::stopping;
+  }
+
+  void spawn() {
+    s().phase = job_state::starting;
+    s().worker_alive = false;
+    s().target = stop_target::none;
+    s().stop_cause.reset();
+    s().stop_detail.clear();
+    s().kill_sent = false;
+    emit(act::spawn_worker{});
+  }
+
+  void kill(exit_cause cause, std::string detail, stop_target target) {
+    set_stop(cause, std::move(detail), target);
+    s().phase = job_state::stopping;
+    if (!s().kill_sent) {
+      emit(act::kill_group{});
+      s().kill_sent = true;
+    }
+    emit(act::cancel_timer{timer_kind::grace});
+  }
+
+  void ask_stop(exit_cause cause, stop_target target) {
+    set_stop(cause, {}, target);
+    s().phase = job_state::stopping;
+    emit(act::send_stop{});
+    emit(act::start_timer{timer_kind::grace, cfg_.worker.stop_grace_ms});
+  }
+
+  // Stops in progress keep the stronger verdict: a cancel is never downgraded to a restart, and
+  // a pause is only overridden by a cancel.
+  void set_stop(exit_cause cause, std::string detail, stop_target target) {
+    if (s().target == stop_target::cancel) return;
+    if (s().target == stop_target::pause && target == stop_target::restart) {
+      s().stop_cause = cause;  // a pause that turns into a kill records why it was killed
+      s().stop_detail = std::move(detail);
+      return;
+    }
+    s().target = target;
+    s().stop_cause = cause;
+    s().stop_detail = std::move(detail);
+  }
+
+  void pause(std::string reason) {
+    s().phase = job_state::paused;
+    s().diagnosis = reason;
+    emit(act::mark_paused{std::move(reason)});
+    emit(act::persist{});
+  }
+
+  void cancel() {
+    s().phase = job_state::cancelled;
+    emit(act::mark_cancelled{});
+    emit(act::persist{});
+  }
+
+  // Next worker after one that ended without failing (shard done, memory recycle): at once,
+  // unless the last spawn was under min_restart_interval_ms ago.
+  void restart_clean(std::int64_t now_ms) {
+    const auto wait = restart_floor(now_ms);
+    if (wait > 0) {
+      s().phase = job_state::backoff;
+      emit(act::start_timer{timer_kind::backoff, wait});
+      emit(act::persist{});
+    } else {
+      emit(act::persist{});
+      spawn();
+    }
+  }
+
+  void fail(std::string_view verb, const std::string& detail, std::int64_t now_ms) {
+    if (s().failures == 0 || s().checkpoint_step != s().failure_step) {
+      s().failures = 1;
+      s().failure_step = s().checkpoint_step;
+    } else {
+      ++s().failures;
+    }
+    if (s().failures >= cfg_.restart.max_failures) {
+      s().phase = job_state::failed;
+      s().diagnosis = std::string(verb) + " " + std::to_string(s().failures) + " times at step " +
+                      std::to_string(s().checkpoint_step) + ": " + detail;
+      emit(act::mark_failed{s().diagnosis});
+      emit(act::persist{});
+      return;
+    }
+    const auto delay = std::max(backoff_delay_ms(backoff_from(cfg_.restart), s().backoff_attempt),
+                                restart_floor(now_ms));
+    ++s().backoff_attempt;
+    s().phase = job_state::backoff;
+    emit(act::start_timer{timer_kind::backoff, delay});
+    emit(act::persist{});
+  }
+
+  std::int64_t restart_floor(std::int64_t now_ms) const {
+    if (!r_.state.last_spawn_ms) return 0;
+    return std::max<std::int64_t>(
+        0, cfg_.min_restart_interval_ms - (now_ms - *r_.state.last_spawn_ms));
+  }
+
+  const machine_settings& cfg() const { return cfg_; }
+
+ private:
+  const machine_settings& cfg_;
+  transition_result r_;
+};
+
+void on_exit(step& t, const ev::worker_exited& e) {
+  auto& s = t.s();
+  s.worker_alive = false;
+  t.emit(act::cancel_timer{timer_kind::stall});
+  t.emit(act::cancel_timer{timer_kind::grace});
+  const bool clean = e.status.success() && e.last_done.has_value();
+  if (clean && e.last_done->job_complete) {
+    // The job is done even if a stop or cancel was on its way: the work exists.
+    t.emit(act::record_exit{exit_cause::completed, e.status, {}});
+    s.phase = job_state::completed;
+    t.emit(act::mark_completed{});
+    t.emit(act::persist{});
+    return;
+  }
+  const auto target = s.target;
+  if (target == stop_target::cancel) {
+    t.emit(act::record_exit{exit_cause::cancelled, e.status, {}});
+    t.cancel();
+    return;
+  }
+  if (target == stop_target::pause) {
+    t.emit(act::record_exit{s.stop_cause.value_or(exit_cause::stopped), e.status, s.stop_detail});
+    t.pause(s.diagnosis);
+    return;
+  }
+  if (target == stop_target::restart && s.stop_cause) {
+    const auto cause = *s.stop_cause;
+    const auto detail = s.stop_detail;
+    t.emit(act::record_exit{cause, e.status, detail});
+    if (cause == exit_cause::memory_soft || cause == exit_cause::memory_hard) {
+      t.restart_clean(e.now_ms);  // a recycle is the plan working, never a failure
+    } else {
+      t.fail(cause == exit_cause::stalled ? "stalled" : "crashed", detail, e.now_ms);
+    }
+    return;
+  }
+  if (clean) {
+    t.emit(act::record_exit{exit_cause::completed, e.status, {}});
+    t.restart_clean(e.now_ms);  // shard done: the next worker resumes from its checkpoint
+    return;
+  }
+  std::string detail = e.status.describe();
+  if (e.status.success()) detail += " without a done message";
+  t.emit(act::record_exit{exit_cause::crashed, e.status, detail});
+  t.fail("crashed", detail, e.now_ms);
+}
+
+}  // namespace
+
+machine_settings machine_settings::from(const protocol::job_spec& spec) {
+  machine_settings m;
+  m.memory = spec.memory;
+  m.restart = spec.restart;
+  m.worker = spec.worker;
+  return m;
+}
+
+transition_result transition(const shard_state& state, const event& event,
+                             const machine_settings& cfg) {
+  step t(state, cfg);
+  auto& s = t.s();
+  if (is_terminal(s.phase)) return t.ignore();
+
+  return std::visit(
+      [&](const auto& e) -> transition_result {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, ev::start_requested>) {
+          if (s.phase != job_state::queued) return t.ignore();
+          t.emit(act::persist{});
+          t.spawn();
+        } else if constexpr (std::is_same_v<E, ev::worker_spawned>) {
+          if (s.phase != job_state::starting || s.worker_alive) return t.ignore();
+          s.worker_alive = true;
+          s.last_spawn_ms = e.now_ms;
+          ++s.workers_started;
+          if (s.target == stop_target::cancel) {  // cancelled while the spawn was under way
+            t.emit(act::kill_group{});
+            s.kill_sent = true;
+            s.phase = job_state::stopping;
+          } else if (s.target == stop_target::pause) {  // paused while the spawn was under way
+            t.ask_stop(exit_cause::stopped, stop_target::pause);
+          } else {
+            t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
+          }
+        } else if constexpr (std::is_same_v<E, ev::spawn_failed>) {
+          if (s.phase != job_state::starting || s.worker_alive) return t.ignore();
+          s.last_spawn_ms = e.now_ms;
+          if (s.target == stop_target::cancel) {
+            t.cancel();
+          } else if (s.target == stop_target::pause) {
+            t.pause(s.diagnosis);
+          } else {
+            t.fail("failed to start", "spawn failed: " + e.message, e.now_ms);
+          }
+        } else if constexpr (std::is_same_v<E, ev::hello>) {
+          if (s.phase != job_state::starting || !s.worker_alive) return t.ignore();
+          s.phase = job_state::running;
+          t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
+        } else if constexpr (std::is_same_v<E, ev::progress>) {
+          if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          s.progress_step = e.step;
+          if (s.phase != job_state::stopping) {
+            t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
+          }
+        } else if constexpr (std::is_same_v<E, ev::checkpoint_verified>) {
+          if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          if (e.step > s.checkpoint_step) {
+            s.checkpoint_step = e.step;
+            // Progress: the crash-loop count and the backoff start over.
+            s.failures = 0;
+            s.backoff_attempt = 0;
+          }
+          if (s.phase != job_state::stopping) {
+            t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
+          }
+          t.emit(act::persist{});
+        } else if constexpr (std::is_same_v<E, ev::checkpoint_invalid>) {
+          if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          t.kill(exit_cause::crashed, "invalid checkpoint: " + e.reason, stop_target::restart);
+        } else if constexpr (std::is_same_v<E, ev::rss_sample>) {
+          if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          const auto& m = cfg.memory;
+          if (m.hard_limit_mib && e.bytes > static_cast<std::uint64_t>(*m.hard_limit_mib) * mib) {
+            if (s.kill_sent) return t.ignore();
+            t.kill(exit_cause::memory_hard, {}, stop_target::restart);
+          } else if (m.soft_limit_mib &&
+                     e.bytes > static_cast<std::uint64_t>(*m.soft_limit_mib) * mib) {
+            if (s.phase == job_state::stopping) return t.ignore();  // already on its way out
+            t.ask_stop(exit_cause::memory_soft, stop_target::restart);
+          } else {
+            return t.ignore();
+          }
+        } else if constexpr (std::is_same_v<E, ev::stall_timeout>) {
+          if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          if (s.phase == job_state::stopping) {
+            if (s.kill_sent) return t.ignore();
+            t.emit(act::kill_group{});  // hung while stopping: no point waiting for the grace
+            s.kill_sent = true;
+            t.emit(act::cancel_timer{timer_kind::grace});
+          } else {
+            t.kill(exit_cause::stalled,
+                   "no message for " + std::to_string(cfg.worker.stall_timeout_ms) + " ms",
+                   stop_target::restart);
+          }
+        } else if constexpr (std::is_same_v<E, ev::grace_elapsed>) {
+          if (s.phase != job_state::stopping || s.kill_sent || !s.worker_alive) {
+            return t.ignore();
+          }
+          t.emit(act::kill_group{});
+          s.kill_sent = true;
+        } else if constexpr (std::is_same_v<E, ev::worker_exited>) {
+          if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          on_exit(t, e);
+        } else if constexpr (std::is_same_v<E, ev::backoff_elapsed>) {
+          if (s.phase != job_state::backoff) return t.ignore();
+          t.spawn();
+        } else if constexpr (std::is_same_v<E, ev::cancel_requested>) {
+          if (s.phase == job_state::starting && !s.worker_alive) {
+            s.target = stop_target::cancel;  // spawn under way: its outcome event finishes this
+          } else if (t.worker_phase()) {
+            t.kill(exit_cause::cancelled, {}, stop_target::cancel);
+            s.target = stop_target::cancel;
+          } else {
+            if (s.phase == job_state::backoff) t.emit(act::cancel_timer{timer_kind::backoff});
+            t.cancel();
+          }
+        } else if constexpr (std::is_same_v<E, ev::pause_requested> ||
+                             std::is_same_v<E, ev::disk_full>) {
+          const std::string reason =
+              std::is_same_v<E, ev::disk_full> ? "disk full" : "paused by request";
+          if (s.phase == job_state::paused) return t.ignore();
+          if (t.worker_phase() && s.worker_alive) {
+            if (s.target == stop_target::cancel || s.target == stop_target::pause) {
+              return t.ignore();
+            }
+            s.diagnosis = reason;
+            if (s.phase == job_state::stopping) {
+              s.target = stop_target::pause;  // a stop is already on its way; land in paused
+            } else {
+              t.ask_stop(exit_cause::stopped, stop_target::pause);
+            }
+          } else if (s.phase == job_state::starting) {
+            if (s.target == stop_target::cancel) return t.ignore();
+            s.target = stop_target::pause;  // spawn under way: its outcome event finishes this
+            s.diagnosis = reason;
+          } else {
+            if (s.phase == job_state::backoff) t.emit(act::cancel_timer{timer_kind::backoff});
+            t.pause(reason);
+          }
+        } else if constexpr (std::is_same_v<E, ev::resume_requested>) {
+          if (s.phase != job_state::paused) return t.ignore();
+          s.phase = job_state::queued;  // the daemon starts it when a slot is free
+          s.diagnosis.clear();
+          s.target = stop_target::none;
+          t.emit(act::persist{});
+        }
+        return t.done();
+      },
+      event);
+}
+
+bool is_terminal(job_state s) {
+  return s == job_state::completed || s == job_state::failed || s == job_state::cancelled;
+}
+
+std::string_view to_string(job_state s) {
+  switch (s) {
+    case job_state::queued:
+      return "queued";
+    case job_state::starting:
+      return "starting";
+    case job_state::running:
+      return "running";
+    case job_state::stopping:
+      return "stopping";
+    case job_state::backoff:
+      return "backoff";
+    case job_state::completed:
+      return "completed";
+    case job_state::failed:
+      return "failed";
+    case job_state::cancelled:
+      return "cancelled";
+    case job_state::paused:
+      return "paused";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(exit_cause c) {
+  switch (c) {
+    case exit_cause::completed:
+      return "completed";
+    case exit_cause::memory_soft:
+      return "memory_soft";
+    case exit_cause::memory_hard:
+      return "memory_hard";
+    case exit_cause::crashed:
+      return "crashed";
+    case exit_cause::stalled:
+      return "stalled";
+    case exit_cause::stopped:
+      return "stopped";
+    case exit_cause::cancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(timer_kind k) {
+  switch (k) {
+    case timer_kind::stall:
+      return "stall";
+    case timer_kind::grace:
+      return "grace";
+    case timer_kind::backoff:
+      return "backoff";
+  }
+  return "unknown";
+}
+
+}  // namespace baton::supervisor

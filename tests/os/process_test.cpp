@@ -1,0 +1,471 @@
+// Starts real child processes (python3, /bin/cat, /bin/echo, /bin/sleep): these tests need a
+// Linux /proc. The PDEATHSIG test forks, so this file (an OS-layer test) uses POSIX headers.
+#include "os/process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "os/posix/proc_stat.h"
+
+namespace fs = std::filesystem;
+using baton::os::exit_status;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What a test saw of one child: its lines, how reading ended, how it exited.
+struct observed {
+  std::vector<std::string> lines;
+  std::vector<std::string> cut_lines;
+  boost::system::error_code read_end;
+  bool read_done = false;
+  bool exit_done = false;
+  exit_status status;
+};
+
+void watch(baton::os::process& p, observed& o) {
+  p.async_read_lines([&o](const boost::system::error_code& ec, std::string_view line) {
+    if (!ec) {
+      o.lines.emplace_back(line);
+    } else if (ec == boost::system::errc::message_size) {
+      o.cut_lines.emplace_back(line);
+    } else {
+      o.read_end = ec;
+      o.read_done = true;
+    }
+  });
+  p.async_wait([&o](const boost::system::error_code& ec, exit_status st) {
+    REQUIRE_FALSE(ec);
+    o.status = st;
+    o.exit_done = true;
+  });
+}
+
+template <class Pred>
+bool run_until(boost::asio::io_context& io, Pred done, std::chrono::milliseconds limit = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(10ms);
+  }
+  return done();
+}
+
+bool alive(std::int64_t pid) {
+  auto table = baton::os::procfs::list_processes();
+  REQUIRE(table);
+  for (const auto& e : *table) {
+    if (e.pid == pid) return e.state != 'Z' && e.state != 'X';
+  }
+  return false;
+}
+
+bool wait_dead(std::int64_t pid, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (alive(pid)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+std::unique_ptr<baton::os::process> start(boost::asio::io_context& io,
+                                          std::vector<std::string> argv) {
+  baton::os::spawn_options o;
+  o.argv = std::move(argv);
+  auto p = baton::os::spawn(io, o);
+  REQUIRE(p);
+  return std::move(*p);
+}
+
+std::unique_ptr<baton::os::process> python(boost::asio::io_context& io, const std::string& code) {
+  return start(io, {"python3", "-c", code});
+}
+
+fs::path scratch_dir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("baton-process-test-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+constexpr std::uint64_t mib = 1024 * 1024;
+
+}  // namespace
+
+TEST_CASE("spawn reads stdout lines and a clean exit", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = start(io, {"/bin/echo", "hello world"});
+  CHECK(p->pid() > 0);
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  CHECK(o.lines == std::vector<std::string>{"hello world"});
+  CHECK(o.read_end == boost::asio::error::eof);
+  CHECK(o.status == exit_status::exited(0));
+  CHECK(p->exited());
+}
+
+TEST_CASE("several lines, a last line without newline, and a nonzero exit code",
+          "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io,
+                  "import sys\nprint('a'); print('b', flush=True)\n"
+                  "sys.stdout.write('tail'); sys.exit(3)");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  CHECK(o.lines == std::vector<std::string>{"a", "b", "tail"});
+  CHECK(o.status == exit_status::exited(3));
+  CHECK(o.status.describe() == "exit code 3");
+}
+
+TEST_CASE("a signal death is told apart from an exit code", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io, "import os, signal\nos.kill(os.getpid(), signal.SIGABRT)");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return o.exit_done; }));
+  CHECK(o.status == exit_status::signaled(SIGABRT));
+  CHECK(o.status.describe() == "signal 6");
+}
+
+TEST_CASE("SIGTERM to the group ends a sleeping child", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = start(io, {"sleep", "100"});
+  observed o;
+  watch(*p, o);
+  REQUIRE(p->signal_group(baton::os::group_signal::terminate));
+  REQUIRE(run_until(io, [&] { return o.exit_done; }));
+  CHECK(o.status == exit_status::signaled(SIGTERM));
+  // The group is gone now: signalling it again is not an error.
+  CHECK(p->signal_group(baton::os::group_signal::kill));
+}
+
+TEST_CASE("lines written to stdin reach the child in order", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = start(io, {"/bin/cat"});
+  observed o;
+  watch(*p, o);
+  int written = 0;
+  p->async_write_line("{\"type\":\"stop\"}", [&](const boost::system::error_code& ec) {
+    CHECK_FALSE(ec);
+    ++written;
+  });
+  p->async_write_line("second", [&](const boost::system::error_code& ec) {
+    CHECK_FALSE(ec);
+    ++written;
+  });
+  REQUIRE(run_until(io, [&] { return o.lines.size() == 2; }));
+  CHECK(written == 2);
+  CHECK(o.lines == std::vector<std::string>{"{\"type\":\"stop\"}", "second"});
+  p->close_stdin();
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  CHECK(o.status == exit_status::exited(0));
+}
+
+TEST_CASE("writing to a dead child's stdin is an error, not SIGPIPE", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = start(io, {"/bin/true"});
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return o.exit_done && o.read_done; }));
+  boost::system::error_code got;
+  bool done = false;
+  p->async_write_line("stop", [&](const boost::system::error_code& ec) {
+    got = ec;
+    done = true;
+  });
+  REQUIRE(run_until(io, [&] { return done; }));
+  CHECK(got == boost::asio::error::broken_pipe);
+}
+
+TEST_CASE("environment, working folder and appended stderr log", "[integration][process]") {
+  const auto dir = scratch_dir("env");
+  const auto log = dir / "worker.log";
+  std::ofstream(log) << "earlier\n";
+  boost::asio::io_context io;
+  baton::os::spawn_options opts;
+  opts.argv = {"python3", "-c",
+               "import os, sys\nprint(os.environ['BATON_TEST_X'])\nprint(os.getcwd())\n"
+               "print('PATH' in os.environ)\nsys.stderr.write('to the log\\n')"};
+  opts.env = {{"BATON_TEST_X", "first"}, {"BATON_TEST_X", "42"}};
+  opts.working_dir = dir;
+  opts.stderr_log = log;
+  auto p = baton::os::spawn(io, opts);
+  REQUIRE(p);
+  observed o;
+  watch(**p, o);
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  CHECK(o.status == exit_status::exited(0));
+  REQUIRE(o.lines.size() == 3);
+  CHECK(o.lines[0] == "42");
+  CHECK(fs::equivalent(o.lines[1], dir));
+  CHECK(o.lines[2] == "True");  // inherited environment kept
+  std::stringstream content;
+  content << std::ifstream(log).rdbuf();
+  CHECK(content.str() == "earlier\nto the log\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("spawn failures are errors naming the program or folder", "[integration][process]") {
+  boost::asio::io_context io;
+  baton::os::spawn_options opts;
+  opts.argv = {"baton-no-such-program"};
+  auto r = baton::os::spawn(io, opts);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("baton-no-such-program") != std::string::npos);
+
+  opts.argv = {"/nonexistent/baton/worker"};
+  r = baton::os::spawn(io, opts);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("/nonexistent/baton/worker") != std::string::npos);
+
+  opts.argv = {"/bin/true"};
+  opts.working_dir = "/nonexistent/baton/dir";
+  r = baton::os::spawn(io, opts);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("/nonexistent/baton/dir") != std::string::npos);
+
+  opts = {};
+  r = baton::os::spawn(io, opts);
+  REQUIRE_FALSE(r);
+}
+
+TEST_CASE("an over-long line is cut and reported, and reading goes on", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io,
+                  "import sys\nsys.stdout.write('x' * (3 * 1024 * 1024 // 2) + '\\n')\n"
+                  "print('next')");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  REQUIRE(o.cut_lines.size() == 1);
+  CHECK(o.cut_lines[0].size() == baton::os::max_line_bytes);
+  CHECK(o.cut_lines[0].find_first_not_of('x') == std::string::npos);
+  CHECK(o.lines == std::vector<std::string>{"next"});
+}
+
+TEST_CASE("the child leads its own process group", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io, "import os\nprint(os.getpgid(0), os.getpid(), os.getsid(0))");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  REQUIRE(o.lines.size() == 1);
+  std::istringstream in(o.lines[0]);
+  long pgid = 0, pid = 0, sid = 0;
+  in >> pgid >> pid >> sid;
+  CHECK(pid == p->pid());
+  CHECK(pgid == pid);
+  CHECK(pgid != ::getpgid(0));
+}
+
+TEST_CASE("a group kill reaches a grandchild", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io,
+                  "import subprocess\np = subprocess.Popen(['sleep', '100'])\n"
+                  "print(p.pid, flush=True)\np.wait()");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return !o.lines.empty(); }));
+  const auto grandchild = std::stoll(o.lines[0]);
+  CHECK(alive(grandchild));
+  REQUIRE(p->signal_group(baton::os::group_signal::kill));
+  REQUIRE(run_until(io, [&] { return o.exit_done; }));
+  CHECK(o.status == exit_status::signaled(SIGKILL));
+  CHECK(wait_dead(grandchild));
+}
+
+TEST_CASE("destroying a process kills its group and calls no handler", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io,
+                  "import subprocess\np = subprocess.Popen(['sleep', '100'])\n"
+                  "print(p.pid, flush=True)\np.wait()");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return !o.lines.empty(); }));
+  const auto child = p->pid();
+  const auto grandchild = std::stoll(o.lines[0]);
+  p.reset();
+  run_until(
+      io, [] { return false; }, 300ms);
+  CHECK_FALSE(o.exit_done);
+  CHECK_FALSE(o.read_done);
+  CHECK(wait_dead(child));
+  CHECK(wait_dead(grandchild));
+}
+
+TEST_CASE("rss counts current memory of the child", "[integration][process]") {
+  boost::asio::io_context io;
+  // bytes * n writes every page, so all 200 MiB are resident (a bare bytearray(n) might not be).
+  auto p = python(io,
+                  "import sys, time\nb = b'\\x01' * (200 * 1024 * 1024)\n"
+                  "print('ready', flush=True)\nsys.stdin.readline()");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return !o.lines.empty(); }));
+  auto rss = p->rss_bytes();
+  REQUIRE(rss);
+  CHECK(*rss >= 200 * mib);
+  CHECK(*rss < 320 * mib);
+  p->close_stdin();
+  REQUIRE(run_until(io, [&] { return o.exit_done; }));
+  CHECK_FALSE(p->rss_bytes());  // gone: an error, not zero
+}
+
+TEST_CASE("rss sums every descendant", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io,
+                  "import subprocess, sys\n"
+                  "code = \"import sys\\nb = b'1' * (150 * 1024 * 1024)\\nprint('ok', flush=True)"
+                  "\\nsys.stdin.readline()\"\n"
+                  "c = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE,"
+                  " stdin=subprocess.PIPE)\n"
+                  "c.stdout.readline()\nprint(c.pid, flush=True)\nsys.stdin.readline()\n"
+                  "c.stdin.close(); c.wait()");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return !o.lines.empty(); }));
+  const auto grandchild = std::stoll(o.lines[0]);
+  auto own = baton::os::procfs::rss_bytes_of(p->pid());
+  REQUIRE(own);
+  CHECK(*own < 100 * mib);
+  auto tree = p->rss_bytes();
+  REQUIRE(tree);
+  CHECK(*tree >= 150 * mib + *own);
+  CHECK(*tree < 300 * mib);
+  auto direct = baton::os::tree_rss_bytes(grandchild);
+  REQUIRE(direct);
+  CHECK(*direct >= 150 * mib);
+  p->close_stdin();
+  REQUIRE(run_until(io, [&] { return o.exit_done; }));
+  CHECK(o.status == exit_status::exited(0));
+}
+
+TEST_CASE("kill_descendants reaches a child that left the group with setsid",
+          "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io,
+                  "import subprocess, sys\n"
+                  "c = subprocess.Popen(['sleep', '100'], start_new_session=True)\n"
+                  "print(c.pid, flush=True)\nsys.stdin.readline()");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return !o.lines.empty(); }));
+  const auto escaped = std::stoll(o.lines[0]);
+  REQUIRE(p->signal_group(baton::os::group_signal::kill));
+  REQUIRE(run_until(io, [&] { return o.exit_done; }));
+  // The group kill missed it: it has its own session and group.
+  CHECK(alive(escaped));
+  // Re-parented (to init, or to us when a subreaper): kill it through its new parent's view.
+  REQUIRE(::kill(static_cast<pid_t>(escaped), SIGKILL) == 0);
+  CHECK(wait_dead(escaped));
+
+  // Now while the parent is alive: kill_descendants finds it by walking the tree.
+  auto q = python(io,
+                  "import subprocess, sys\n"
+                  "c = subprocess.Popen(['sleep', '100'], start_new_session=True)\n"
+                  "print(c.pid, flush=True)\nsys.stdin.readline()");
+  observed o2;
+  watch(*q, o2);
+  REQUIRE(run_until(io, [&] { return !o2.lines.empty(); }));
+  const auto escaped2 = std::stoll(o2.lines[0]);
+  auto n = baton::os::kill_descendants(q->pid());
+  REQUIRE(n);
+  CHECK(*n == 1);
+  CHECK(wait_dead(escaped2));
+  CHECK(alive(q->pid()));  // kill_descendants spares the root
+  q->close_stdin();
+  REQUIRE(run_until(io, [&] { return o2.exit_done; }));
+}
+
+TEST_CASE("as subreaper, a double-forked orphan is killed and reaped", "[integration][process]") {
+  REQUIRE(baton::os::become_subreaper());
+  boost::asio::io_context io;
+  auto p = python(io,
+                  "import os, time\n"
+                  "if os.fork() == 0:\n"
+                  "    os.setsid()\n"
+                  "    if os.fork() == 0:\n"
+                  "        print(os.getpid(), flush=True)\n"
+                  "        time.sleep(100)\n"
+                  "    os._exit(0)\n"
+                  "os.wait()\n");
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return o.exit_done && !o.lines.empty(); }));
+  const auto orphan = std::stoll(o.lines[0]);
+  REQUIRE(alive(orphan));
+  auto table = baton::os::procfs::list_processes();
+  REQUIRE(table);
+  bool ours = false;
+  for (const auto& e : *table) ours = ours || (e.pid == orphan && e.ppid == ::getpid());
+  CHECK(ours);  // re-parented to the subreaper, not init
+
+  auto killed = baton::os::kill_orphans();
+  REQUIRE(killed);
+  CHECK(*killed >= 1);
+  CHECK(wait_dead(orphan));
+  auto reaped = baton::os::reap_orphans();
+  REQUIRE(reaped);
+  CHECK(*reaped >= 1);
+  table = baton::os::procfs::list_processes();
+  REQUIRE(table);
+  for (const auto& e : *table) CHECK(e.pid != orphan);  // no zombie left
+}
+
+TEST_CASE("reap_orphans leaves spawned children's exit status alone", "[integration][process]") {
+  boost::asio::io_context io;
+  auto p = python(io, "import sys\nsys.exit(7)");
+  // Let it become a zombie before anyone waits for it.
+  std::this_thread::sleep_for(500ms);
+  auto reaped = baton::os::reap_orphans();
+  REQUIRE(reaped);
+  auto killed = baton::os::kill_orphans();
+  REQUIRE(killed);
+  CHECK(*killed == 0);
+  observed o;
+  watch(*p, o);
+  REQUIRE(run_until(io, [&] { return o.exit_done; }));
+  CHECK(o.status == exit_status::exited(7));
+}
+
+TEST_CASE("a worker dies when the process that spawned it is killed", "[integration][process]") {
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  const pid_t middle = ::fork();
+  REQUIRE(middle >= 0);
+  if (middle == 0) {
+    // The stand-in supervisor: spawn a long sleeper, tell the test its pid, wait to be killed.
+    ::close(report[0]);
+    boost::asio::io_context child_io;
+    baton::os::spawn_options opts;
+    opts.argv = {"sleep", "100"};
+    auto w = baton::os::spawn(child_io, opts);
+    const long pid = w ? static_cast<long>((*w)->pid()) : -1;
+    if (::write(report[1], &pid, sizeof pid) != sizeof pid) ::_exit(2);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  long worker = 0;
+  REQUIRE(::read(report[0], &worker, sizeof worker) == sizeof worker);
+  ::close(report[0]);
+  REQUIRE(worker > 0);
+  CHECK(alive(worker));
+  REQUIRE(::kill(middle, SIGKILL) == 0);
+  int st = 0;
+  REQUIRE(::waitpid(middle, &st, 0) == middle);
+  CHECK(wait_dead(worker));
+  (void)baton::os::reap_orphans();  // it may have been re-parented to us
+}

@@ -1,0 +1,418 @@
+#include "supervisor/shard_machine.h"
+
+#include <catch2/catch.hpp>
+#include <sstream>
+
+using namespace baton::supervisor;
+using baton::os::exit_status;
+using baton::protocol::done_msg;
+
+namespace {
+
+constexpr std::uint64_t mib = 1024 * 1024;
+
+machine_settings settings() {
+  machine_settings m;
+  m.memory.soft_limit_mib = 1000;
+  m.memory.hard_limit_mib = 1500;
+  m.restart.max_failures = 5;
+  m.restart.backoff_initial_ms = 1000;
+  m.restart.backoff_multiplier = 2.0;
+  m.restart.backoff_max_ms = 8000;
+  m.worker.stall_timeout_ms = 120000;
+  m.worker.stop_grace_ms = 30000;
+  return m;
+}
+
+std::string describe(const action& a) {
+  std::ostringstream o;
+  std::visit(
+      [&](const auto& x) {
+        using A = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<A, act::spawn_worker>) o << "spawn_worker";
+        if constexpr (std::is_same_v<A, act::send_stop>) o << "send_stop";
+        if constexpr (std::is_same_v<A, act::kill_group>) o << "kill_group";
+        if constexpr (std::is_same_v<A, act::start_timer>)
+          o << "start_timer{" << to_string(x.kind) << "," << x.ms << "}";
+        if constexpr (std::is_same_v<A, act::cancel_timer>)
+          o << "cancel_timer{" << to_string(x.kind) << "}";
+        if constexpr (std::is_same_v<A, act::record_exit>)
+          o << "record_exit{" << to_string(x.cause) << "," << x.status.describe() << "," << x.detail
+            << "}";
+        if constexpr (std::is_same_v<A, act::mark_completed>) o << "mark_completed";
+        if constexpr (std::is_same_v<A, act::mark_failed>)
+          o << "mark_failed{" << x.diagnosis << "}";
+        if constexpr (std::is_same_v<A, act::mark_cancelled>) o << "mark_cancelled";
+        if constexpr (std::is_same_v<A, act::mark_paused>) o << "mark_paused{" << x.reason << "}";
+        if constexpr (std::is_same_v<A, act::persist>) o << "persist";
+      },
+      a);
+  return o.str();
+}
+
+std::vector<std::string> describe(const std::vector<action>& as) {
+  std::vector<std::string> out;
+  for (const auto& a : as) out.push_back(describe(a));
+  return out;
+}
+
+// Drives the machine through events, keeping the state; `last` is the last transition.
+struct driver {
+  machine_settings cfg = settings();
+  shard_state s;
+  transition_result last;
+
+  std::vector<std::string> on(const event& e) {
+    last = transition(s, e, cfg);
+    s = last.state;
+    return describe(last.actions);
+  }
+
+  // queued -> running with a worker spawned at `now`.
+  void run_worker(std::int64_t now) {
+    if (s.phase == job_state::queued) on(ev::start_requested{});
+    if (s.phase == job_state::backoff) on(ev::backoff_elapsed{});
+    REQUIRE(s.phase == job_state::starting);
+    on(ev::worker_spawned{now});
+    on(ev::hello{});
+    REQUIRE(s.phase == job_state::running);
+  }
+};
+
+using strings = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("start, hello, progress and checkpoints", "[unit][shard_machine]") {
+  driver d;
+  CHECK(d.on(ev::start_requested{}) == strings{"persist", "spawn_worker"});
+  CHECK(d.s.phase == job_state::starting);
+  CHECK(d.on(ev::worker_spawned{1000}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.s.worker_alive);
+  CHECK(d.on(ev::hello{}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.s.phase == job_state::running);
+  CHECK(d.on(ev::progress{10}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.s.progress_step == 10);
+  CHECK(d.on(ev::checkpoint_verified{100}) == strings{"start_timer{stall,120000}", "persist"});
+  CHECK(d.s.checkpoint_step == 100);
+  CHECK(d.on(ev::rss_sample{500 * mib}).empty());
+  CHECK(d.last.ignored);
+}
+
+TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(1000);
+  d.on(ev::checkpoint_verified{100});
+  auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{100, false}, 5000});
+  CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                     "record_exit{completed,exit code 0,}", "persist", "spawn_worker"});
+  CHECK(d.s.phase == job_state::starting);
+  CHECK(d.s.failures == 0);
+
+  d.on(ev::worker_spawned{6000});
+  d.on(ev::hello{});
+  a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{200, false}, 6400});
+  CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                     "record_exit{completed,exit code 0,}", "start_timer{backoff,600}", "persist"});
+  CHECK(d.s.phase == job_state::backoff);
+  CHECK(d.on(ev::backoff_elapsed{}) == strings{"spawn_worker"});
+}
+
+TEST_CASE("job complete", "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{500, true}, 9000});
+  CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                     "record_exit{completed,exit code 0,}", "mark_completed", "persist"});
+  CHECK(d.s.phase == job_state::completed);
+  CHECK(is_terminal(d.s.phase));
+}
+
+TEST_CASE("soft limit: stop, grace, then kill; a recycle is not a failure",
+          "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{300});
+  CHECK(d.on(ev::rss_sample{1001 * mib}) == strings{"send_stop", "start_timer{grace,30000}"});
+  CHECK(d.s.phase == job_state::stopping);
+  CHECK(d.on(ev::rss_sample{1200 * mib}).empty());  // no second stop
+  CHECK(d.last.ignored);
+
+  SECTION("the worker checkpoints and exits in time") {
+    d.on(ev::checkpoint_verified{350});
+    auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{350, false}, 60000});
+    CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                       "record_exit{memory_soft,exit code 0,}", "persist", "spawn_worker"});
+  }
+  SECTION("the grace runs out") {
+    CHECK(d.on(ev::grace_elapsed{}) == strings{"kill_group"});
+    CHECK(d.on(ev::grace_elapsed{}).empty());
+    auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 60000});
+    CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                       "record_exit{memory_soft,signal 9,}", "persist", "spawn_worker"});
+  }
+  SECTION("the hard limit is crossed while stopping") {
+    CHECK(d.on(ev::rss_sample{1600 * mib}) == strings{"kill_group", "cancel_timer{grace}"});
+    auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 60000});
+    CHECK(a[2] == "record_exit{memory_hard,signal 9,}");
+  }
+  CHECK(d.s.failures == 0);
+  CHECK(d.s.phase == job_state::starting);
+}
+
+TEST_CASE("hard limit: kill at once, recycle", "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  CHECK(d.on(ev::rss_sample{1501 * mib}) == strings{"kill_group", "cancel_timer{grace}"});
+  CHECK(d.s.phase == job_state::stopping);
+  CHECK(d.on(ev::rss_sample{1700 * mib}).empty());
+  auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500});
+  CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                     "record_exit{memory_hard,signal 9,}", "start_timer{backoff,500}", "persist"});
+  CHECK(d.s.failures == 0);
+  CHECK(d.s.backoff_attempt == 0);
+}
+
+TEST_CASE("memory limits at exactly the limit do not trigger", "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  CHECK(d.on(ev::rss_sample{1000 * mib}).empty());
+  d.cfg.memory.soft_limit_mib.reset();
+  d.cfg.memory.hard_limit_mib.reset();
+  CHECK(d.on(ev::rss_sample{100000 * mib}).empty());
+  CHECK(d.s.phase == job_state::running);
+}
+
+TEST_CASE("a crash loop at one step fails with an exact diagnosis", "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{3140});
+  std::int64_t now = 0;
+  const std::vector<std::int64_t> delays = {1000, 2000, 4000, 8000};
+  for (int i = 0; i < 4; ++i) {
+    now += 100000;
+    auto a = d.on(ev::worker_exited{exit_status::signaled(6), std::nullopt, now});
+    CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                       "record_exit{crashed,signal 6,signal 6}",
+                       "start_timer{backoff," + std::to_string(delays[i]) + "}", "persist"});
+    CHECK(d.s.failures == i + 1);
+    CHECK(d.s.phase == job_state::backoff);
+    d.run_worker(now);
+  }
+  auto a = d.on(ev::worker_exited{exit_status::signaled(6), std::nullopt, now + 5});
+  CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                     "record_exit{crashed,signal 6,signal 6}",
+                     "mark_failed{crashed 5 times at step 3140: signal 6}", "persist"});
+  CHECK(d.s.phase == job_state::failed);
+  CHECK(d.s.diagnosis == "crashed 5 times at step 3140: signal 6");
+}
+
+TEST_CASE("a crash never restarts sooner than 1 s, whatever the backoff says",
+          "[unit][shard_machine]") {
+  driver d;
+  d.cfg.restart.backoff_initial_ms = 10;
+  d.run_worker(5000);
+  auto a = d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 5200});
+  CHECK(a[3] == "start_timer{backoff,1000}");
+}
+
+TEST_CASE("progress of the checkpoint resets the failure count and backoff",
+          "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 100000});
+  d.run_worker(200000);
+  d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 300000});
+  CHECK(d.s.failures == 2);
+  CHECK(d.s.backoff_attempt == 2);
+  d.run_worker(400000);
+  d.on(ev::checkpoint_verified{50});
+  CHECK(d.s.failures == 0);
+  CHECK(d.s.backoff_attempt == 0);
+  auto a = d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 500000});
+  CHECK(a[3] == "start_timer{backoff,1000}");  // backoff starts over
+  CHECK(d.s.failures == 1);
+  CHECK(d.s.failure_step == 50);
+}
+
+TEST_CASE("a failure at a new checkpoint starts the count over", "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  for (int i = 0; i < 4; ++i) {
+    d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, (i + 1) * 100000});
+    d.run_worker((i + 1) * 100000);
+  }
+  CHECK(d.s.failures == 4);
+  // The worker advanced a checkpoint and crashed again: count restarts from 1.
+  d.on(ev::checkpoint_verified{10});
+  d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 900000});
+  CHECK(d.s.failures == 1);
+  CHECK(d.s.phase == job_state::backoff);
+}
+
+TEST_CASE("memory recycles between crashes do not count as failures", "[unit][shard_machine]") {
+  driver d;
+  d.cfg.restart.max_failures = 2;
+  d.run_worker(0);
+  d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 10000});
+  CHECK(d.s.failures == 1);
+  for (int i = 0; i < 5; ++i) {
+    d.run_worker(20000 + i * 10000);
+    d.on(ev::rss_sample{2000 * mib});
+    d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 25000 + i * 10000});
+    CHECK(d.s.failures == 1);
+    CHECK(d.s.phase == job_state::starting);
+  }
+  d.on(ev::worker_spawned{100000});
+  d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 200000});
+  CHECK(d.s.phase == job_state::failed);
+  CHECK(d.s.diagnosis == "crashed 2 times at step 0: signal 11");
+}
+
+TEST_CASE("a stall kills the worker and counts as a failure", "[unit][shard_machine]") {
+  driver d;
+  d.cfg.restart.max_failures = 1;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{7});
+  CHECK(d.on(ev::stall_timeout{}) == strings{"kill_group", "cancel_timer{grace}"});
+  auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500000});
+  CHECK(a[2] == "record_exit{stalled,signal 9,no message for 120000 ms}");
+  CHECK(d.s.diagnosis == "stalled 1 times at step 7: no message for 120000 ms");
+  CHECK(d.s.phase == job_state::failed);
+}
+
+TEST_CASE("an invalid checkpoint kills the worker as a crash", "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  CHECK(d.on(ev::checkpoint_invalid{"digest mismatch"}) ==
+        strings{"kill_group", "cancel_timer{grace}"});
+  auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500000});
+  CHECK(a[2] == "record_exit{crashed,signal 9,invalid checkpoint: digest mismatch}");
+  CHECK(d.s.failures == 1);
+}
+
+TEST_CASE("exit 0 without done is a crash; spawn failures count", "[unit][shard_machine]") {
+  driver d;
+  d.cfg.restart.max_failures = 2;
+  d.run_worker(0);
+  auto a = d.on(ev::worker_exited{exit_status::exited(0), std::nullopt, 500000});
+  CHECK(a[2] == "record_exit{crashed,exit code 0,exit code 0 without a done message}");
+  d.on(ev::backoff_elapsed{});
+  a = d.on(ev::spawn_failed{"not found", 600000});
+  CHECK(a == strings{"mark_failed{failed to start 2 times at step 0: spawn failed: not found}",
+                     "persist"});
+  CHECK(d.s.phase == job_state::failed);
+}
+
+TEST_CASE("cancel in every state", "[unit][shard_machine]") {
+  const strings cancel_now = {"mark_cancelled", "persist"};
+  SECTION("queued") {
+    driver d;
+    CHECK(d.on(ev::cancel_requested{}) == cancel_now);
+    CHECK(d.s.phase == job_state::cancelled);
+  }
+  SECTION("starting, spawn under way") {
+    driver d;
+    d.on(ev::start_requested{});
+    CHECK(d.on(ev::cancel_requested{}).empty());
+    CHECK(d.on(ev::worker_spawned{0}) == strings{"kill_group"});
+    CHECK(d.s.phase == job_state::stopping);
+    auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
+    CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                       "record_exit{cancelled,signal 9,}", "mark_cancelled", "persist"});
+  }
+  SECTION("starting, spawn then fails") {
+    driver d;
+    d.on(ev::start_requested{});
+    d.on(ev::cancel_requested{});
+    CHECK(d.on(ev::spawn_failed{"x", 0}) == cancel_now);
+    CHECK(d.s.phase == job_state::cancelled);
+  }
+  SECTION("running") {
+    driver d;
+    d.run_worker(0);
+    CHECK(d.on(ev::cancel_requested{}) == strings{"kill_group", "cancel_timer{grace}"});
+    auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
+    CHECK(a[2] == "record_exit{cancelled,signal 9,}");
+    CHECK(d.s.phase == job_state::cancelled);
+  }
+  SECTION("stopping after a soft limit") {
+    driver d;
+    d.run_worker(0);
+    d.on(ev::rss_sample{1100 * mib});
+    CHECK(d.on(ev::cancel_requested{}) == strings{"kill_group", "cancel_timer{grace}"});
+    d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
+    CHECK(d.s.phase == job_state::cancelled);
+  }
+  SECTION("backoff") {
+    driver d;
+    d.run_worker(0);
+    d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 10});
+    REQUIRE(d.s.phase == job_state::backoff);
+    CHECK(d.on(ev::cancel_requested{}) ==
+          strings{"cancel_timer{backoff}", "mark_cancelled", "persist"});
+    CHECK(d.s.phase == job_state::cancelled);
+    CHECK(d.on(ev::backoff_elapsed{}).empty());  // a late timer does nothing
+  }
+  SECTION("paused") {
+    driver d;
+    d.on(ev::pause_requested{});
+    REQUIRE(d.s.phase == job_state::paused);
+    CHECK(d.on(ev::cancel_requested{}) == cancel_now);
+  }
+  SECTION("terminal states stay put") {
+    for (auto terminal : {job_state::completed, job_state::failed, job_state::cancelled}) {
+      driver d;
+      d.s.phase = terminal;
+      CHECK(d.on(ev::cancel_requested{}).empty());
+      CHECK(d.last.ignored);
+      CHECK(d.s.phase == terminal);
+    }
+  }
+}
+
+TEST_CASE("pause and disk full stop the worker gracefully and park the job",
+          "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  CHECK(d.on(ev::disk_full{}) == strings{"send_stop", "start_timer{grace,30000}"});
+  auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{40, false}, 100});
+  CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                     "record_exit{stopped,exit code 0,}", "mark_paused{disk full}", "persist"});
+  CHECK(d.s.phase == job_state::paused);
+  CHECK(d.on(ev::resume_requested{}) == strings{"persist"});
+  CHECK(d.s.phase == job_state::queued);
+  CHECK(d.on(ev::start_requested{}) == strings{"persist", "spawn_worker"});
+}
+
+TEST_CASE("a pause during a soft-limit stop lands in paused", "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::rss_sample{1100 * mib});
+  CHECK(d.on(ev::pause_requested{}).empty());
+  d.on(ev::worker_exited{exit_status::exited(0), done_msg{40, false}, 100});
+  CHECK(d.s.phase == job_state::paused);
+}
+
+TEST_CASE("events that mean nothing in a state are ignored", "[unit][shard_machine]") {
+  driver d;
+  for (const event& e :
+       std::vector<event>{ev::hello{}, ev::progress{1}, ev::stall_timeout{}, ev::grace_elapsed{},
+                          ev::backoff_elapsed{}, ev::rss_sample{1 << 30}, ev::resume_requested{}}) {
+    CHECK(d.on(e).empty());
+    CHECK(d.last.ignored);
+    CHECK(d.s.phase == job_state::queued);
+  }
+}
+
+TEST_CASE("settings come from the job spec", "[unit][shard_machine]") {
+  baton::protocol::job_spec spec;
+  spec.memory.soft_limit_mib = 64;
+  spec.restart.max_failures = 9;
+  spec.worker.stop_grace_ms = 5;
+  const auto m = machine_settings::from(spec);
+  CHECK(m.memory.soft_limit_mib == 64);
+  CHECK(m.restart.max_failures == 9);
+  CHECK(m.worker.stop_grace_ms == 5);
+  CHECK(m.min_restart_interval_ms == 1000);
+}
