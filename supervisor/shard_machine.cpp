@@ -24,11 +24,11 @@ class step {
 
   bool worker_phase() const {
     const auto p = r_.state.phase;
-    return p == job_state::starting || p == job_state::running || p == job_state::stopping;
+    return p == shard_phase::starting || p == shard_phase::running || p == shard_phase::stopping;
   }
 
   void spawn() {
-    s().phase = job_state::starting;
+    s().phase = shard_phase::starting;
     s().worker_alive = false;
     s().target = stop_target::none;
     s().stop_cause.reset();
@@ -39,7 +39,7 @@ class step {
 
   void kill(exit_cause cause, std::string detail, stop_target target) {
     set_stop(cause, std::move(detail), target);
-    s().phase = job_state::stopping;
+    s().phase = shard_phase::stopping;
     if (!s().kill_sent) {
       emit(act::kill_group{});
       s().kill_sent = true;
@@ -49,7 +49,7 @@ class step {
 
   void ask_stop(exit_cause cause, stop_target target) {
     set_stop(cause, {}, target);
-    s().phase = job_state::stopping;
+    s().phase = shard_phase::stopping;
     emit(act::send_stop{});
     emit(act::start_timer{timer_kind::grace, cfg_.worker.stop_grace_ms});
   }
@@ -69,14 +69,14 @@ class step {
   }
 
   void pause(std::string reason) {
-    s().phase = job_state::paused;
+    s().phase = shard_phase::paused;
     s().diagnosis = reason;
     emit(act::mark_paused{std::move(reason)});
     emit(act::persist{});
   }
 
   void cancel() {
-    s().phase = job_state::cancelled;
+    s().phase = shard_phase::cancelled;
     emit(act::mark_cancelled{});
     emit(act::persist{});
   }
@@ -86,7 +86,7 @@ class step {
   void restart_clean(std::int64_t now_ms) {
     const auto wait = restart_floor(now_ms);
     if (wait > 0) {
-      s().phase = job_state::backoff;
+      s().phase = shard_phase::backoff;
       emit(act::start_timer{timer_kind::backoff, wait});
       emit(act::persist{});
     } else {
@@ -103,7 +103,7 @@ class step {
       ++s().failures;
     }
     if (s().failures >= cfg_.restart.max_failures) {
-      s().phase = job_state::failed;
+      s().phase = shard_phase::failed;
       s().diagnosis = std::string(verb) + " " + std::to_string(s().failures) + " times at step " +
                       std::to_string(s().checkpoint_step) + ": " + detail;
       emit(act::mark_failed{s().diagnosis});
@@ -113,7 +113,7 @@ class step {
     const auto delay = std::max(backoff_delay_ms(backoff_from(cfg_.restart), s().backoff_attempt),
                                 restart_floor(now_ms));
     ++s().backoff_attempt;
-    s().phase = job_state::backoff;
+    s().phase = shard_phase::backoff;
     emit(act::start_timer{timer_kind::backoff, delay});
     emit(act::persist{});
   }
@@ -140,7 +140,7 @@ void on_exit(step& t, const ev::worker_exited& e) {
   if (clean && e.last_done->job_complete) {
     // The job is done even if a stop or cancel was on its way: the work exists.
     t.emit(act::record_exit{exit_cause::completed, e.status, {}});
-    s.phase = job_state::completed;
+    s.phase = shard_phase::completed;
     t.emit(act::mark_completed{});
     t.emit(act::persist{});
     return;
@@ -198,25 +198,25 @@ transition_result transition(const shard_state& state, const event& event,
       [&](const auto& e) -> transition_result {
         using E = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<E, ev::start_requested>) {
-          if (s.phase != job_state::queued) return t.ignore();
+          if (s.phase != shard_phase::queued) return t.ignore();
           t.emit(act::persist{});
           t.spawn();
         } else if constexpr (std::is_same_v<E, ev::worker_spawned>) {
-          if (s.phase != job_state::starting || s.worker_alive) return t.ignore();
+          if (s.phase != shard_phase::starting || s.worker_alive) return t.ignore();
           s.worker_alive = true;
           s.last_spawn_ms = e.now_ms;
           ++s.workers_started;
           if (s.target == stop_target::cancel) {  // cancelled while the spawn was under way
             t.emit(act::kill_group{});
             s.kill_sent = true;
-            s.phase = job_state::stopping;
+            s.phase = shard_phase::stopping;
           } else if (s.target == stop_target::pause) {  // paused while the spawn was under way
             t.ask_stop(exit_cause::stopped, stop_target::pause);
           } else {
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
           }
         } else if constexpr (std::is_same_v<E, ev::spawn_failed>) {
-          if (s.phase != job_state::starting || s.worker_alive) return t.ignore();
+          if (s.phase != shard_phase::starting || s.worker_alive) return t.ignore();
           s.last_spawn_ms = e.now_ms;
           if (s.target == stop_target::cancel) {
             t.cancel();
@@ -226,13 +226,13 @@ transition_result transition(const shard_state& state, const event& event,
             t.fail("failed to start", "spawn failed: " + e.message, e.now_ms);
           }
         } else if constexpr (std::is_same_v<E, ev::hello>) {
-          if (s.phase != job_state::starting || !s.worker_alive) return t.ignore();
-          s.phase = job_state::running;
+          if (s.phase != shard_phase::starting || !s.worker_alive) return t.ignore();
+          s.phase = shard_phase::running;
           t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
         } else if constexpr (std::is_same_v<E, ev::progress>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           s.progress_step = e.step;
-          if (s.phase != job_state::stopping) {
+          if (s.phase != shard_phase::stopping) {
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
           }
         } else if constexpr (std::is_same_v<E, ev::checkpoint_verified>) {
@@ -243,7 +243,7 @@ transition_result transition(const shard_state& state, const event& event,
             s.failures = 0;
             s.backoff_attempt = 0;
           }
-          if (s.phase != job_state::stopping) {
+          if (s.phase != shard_phase::stopping) {
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
           }
           t.emit(act::persist{});
@@ -258,14 +258,14 @@ transition_result transition(const shard_state& state, const event& event,
             t.kill(exit_cause::memory_hard, {}, stop_target::restart);
           } else if (m.soft_limit_mib &&
                      e.bytes > static_cast<std::uint64_t>(*m.soft_limit_mib) * mib) {
-            if (s.phase == job_state::stopping) return t.ignore();  // already on its way out
+            if (s.phase == shard_phase::stopping) return t.ignore();  // already on its way out
             t.ask_stop(exit_cause::memory_soft, stop_target::restart);
           } else {
             return t.ignore();
           }
         } else if constexpr (std::is_same_v<E, ev::stall_timeout>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
-          if (s.phase == job_state::stopping) {
+          if (s.phase == shard_phase::stopping) {
             if (s.kill_sent) return t.ignore();
             t.emit(act::kill_group{});  // hung while stopping: no point waiting for the grace
             s.kill_sent = true;
@@ -276,7 +276,7 @@ transition_result transition(const shard_state& state, const event& event,
                    stop_target::restart);
           }
         } else if constexpr (std::is_same_v<E, ev::grace_elapsed>) {
-          if (s.phase != job_state::stopping || s.kill_sent || !s.worker_alive) {
+          if (s.phase != shard_phase::stopping || s.kill_sent || !s.worker_alive) {
             return t.ignore();
           }
           t.emit(act::kill_group{});
@@ -285,44 +285,44 @@ transition_result transition(const shard_state& state, const event& event,
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           on_exit(t, e);
         } else if constexpr (std::is_same_v<E, ev::backoff_elapsed>) {
-          if (s.phase != job_state::backoff) return t.ignore();
+          if (s.phase != shard_phase::backoff) return t.ignore();
           t.spawn();
         } else if constexpr (std::is_same_v<E, ev::cancel_requested>) {
-          if (s.phase == job_state::starting && !s.worker_alive) {
+          if (s.phase == shard_phase::starting && !s.worker_alive) {
             s.target = stop_target::cancel;  // spawn under way: its outcome event finishes this
           } else if (t.worker_phase()) {
             t.kill(exit_cause::cancelled, {}, stop_target::cancel);
             s.target = stop_target::cancel;
           } else {
-            if (s.phase == job_state::backoff) t.emit(act::cancel_timer{timer_kind::backoff});
+            if (s.phase == shard_phase::backoff) t.emit(act::cancel_timer{timer_kind::backoff});
             t.cancel();
           }
         } else if constexpr (std::is_same_v<E, ev::pause_requested> ||
                              std::is_same_v<E, ev::disk_full>) {
           const std::string reason =
               std::is_same_v<E, ev::disk_full> ? "disk full" : "paused by request";
-          if (s.phase == job_state::paused) return t.ignore();
+          if (s.phase == shard_phase::paused) return t.ignore();
           if (t.worker_phase() && s.worker_alive) {
             if (s.target == stop_target::cancel || s.target == stop_target::pause) {
               return t.ignore();
             }
             s.diagnosis = reason;
-            if (s.phase == job_state::stopping) {
+            if (s.phase == shard_phase::stopping) {
               s.target = stop_target::pause;  // a stop is already on its way; land in paused
             } else {
               t.ask_stop(exit_cause::stopped, stop_target::pause);
             }
-          } else if (s.phase == job_state::starting) {
+          } else if (s.phase == shard_phase::starting) {
             if (s.target == stop_target::cancel) return t.ignore();
             s.target = stop_target::pause;  // spawn under way: its outcome event finishes this
             s.diagnosis = reason;
           } else {
-            if (s.phase == job_state::backoff) t.emit(act::cancel_timer{timer_kind::backoff});
+            if (s.phase == shard_phase::backoff) t.emit(act::cancel_timer{timer_kind::backoff});
             t.pause(reason);
           }
         } else if constexpr (std::is_same_v<E, ev::resume_requested>) {
-          if (s.phase != job_state::paused) return t.ignore();
-          s.phase = job_state::queued;  // the daemon starts it when a slot is free
+          if (s.phase != shard_phase::paused) return t.ignore();
+          s.phase = shard_phase::queued;  // the daemon starts it when a slot is free
           s.diagnosis.clear();
           s.target = stop_target::none;
           t.emit(act::persist{});
@@ -332,52 +332,54 @@ transition_result transition(const shard_state& state, const event& event,
       event);
 }
 
-bool is_terminal(job_state s) {
-  return s == job_state::completed || s == job_state::failed || s == job_state::cancelled;
+bool is_terminal(shard_phase p) {
+  return p == shard_phase::completed || p == shard_phase::failed || p == shard_phase::cancelled;
 }
 
-std::string_view to_string(job_state s) {
-  switch (s) {
-    case job_state::queued:
+std::string_view to_string(shard_phase p) {
+  switch (p) {
+    case shard_phase::queued:
       return "queued";
-    case job_state::starting:
+    case shard_phase::starting:
       return "starting";
-    case job_state::running:
+    case shard_phase::running:
       return "running";
-    case job_state::stopping:
+    case shard_phase::stopping:
       return "stopping";
-    case job_state::backoff:
+    case shard_phase::backoff:
       return "backoff";
-    case job_state::completed:
+    case shard_phase::completed:
       return "completed";
-    case job_state::failed:
+    case shard_phase::failed:
       return "failed";
-    case job_state::cancelled:
+    case shard_phase::cancelled:
       return "cancelled";
-    case job_state::paused:
+    case shard_phase::paused:
       return "paused";
   }
   return "unknown";
 }
 
-std::string_view to_string(exit_cause c) {
-  switch (c) {
-    case exit_cause::completed:
-      return "completed";
-    case exit_cause::memory_soft:
-      return "memory_soft";
-    case exit_cause::memory_hard:
-      return "memory_hard";
-    case exit_cause::crashed:
-      return "crashed";
-    case exit_cause::stalled:
-      return "stalled";
-    case exit_cause::stopped:
-      return "stopped";
-    case exit_cause::cancelled:
-      return "cancelled";
+job_state public_state(shard_phase p) {
+  switch (p) {
+    case shard_phase::queued:
+      return job_state::queued;
+    case shard_phase::starting:
+    case shard_phase::running:
+    case shard_phase::stopping:
+      return job_state::running;
+    case shard_phase::backoff:
+      return job_state::backoff;
+    case shard_phase::completed:
+      return job_state::completed;
+    case shard_phase::failed:
+      return job_state::failed;
+    case shard_phase::cancelled:
+      return job_state::cancelled;
+    case shard_phase::paused:
+      return job_state::paused;
   }
-  return "unknown";
+  return job_state::failed;
 }
 
 std::string_view to_string(timer_kind k) {

@@ -16,10 +16,11 @@
 #include "os/exit_status.h"
 #include "protocol/job_spec.h"
 #include "protocol/messages.h"
+#include "supervisor/job_record.h"
 
 namespace baton::supervisor {
 
-enum class job_state {
+enum class shard_phase {
   queued,     // waiting for the daemon to start it (start_requested)
   starting,   // worker spawn asked for or done, no hello yet
   running,    // worker said hello
@@ -31,16 +32,13 @@ enum class job_state {
   paused,     // waiting for resume_requested (user pause, full disk)
 };
 
-// Why a worker ended; recorded for every worker that ran.
-enum class exit_cause { completed, memory_soft, memory_hard, crashed, stalled, stopped, cancelled };
-
 // Where a stopping worker's job goes once the worker is gone.
 enum class stop_target { none, restart, pause, cancel };
 
 enum class timer_kind { stall, grace, backoff };
 
 struct shard_state {
-  job_state phase = job_state::queued;
+  shard_phase phase = shard_phase::queued;
   bool worker_alive = false;
   std::optional<std::int64_t> last_spawn_ms;  // when the current/last worker was spawned
   std::int64_t checkpoint_step = 0;           // last verified checkpoint
@@ -166,9 +164,10 @@ struct transition_result {
 
 transition_result transition(const shard_state& s, const event& e, const machine_settings& cfg);
 
-bool is_terminal(job_state s);
-std::string_view to_string(job_state s);
-std::string_view to_string(exit_cause c);
+bool is_terminal(shard_phase p);
+std::string_view to_string(shard_phase p);
+// The state users see: starting and stopping workers are part of `running`.
+job_state public_state(shard_phase p);
 std::string_view to_string(timer_kind k);
 
 }  // namespace baton::supervisor

@@ -70,12 +70,12 @@ struct driver {
 
   // queued -> running with a worker spawned at `now`.
   void run_worker(std::int64_t now) {
-    if (s.phase == job_state::queued) on(ev::start_requested{});
-    if (s.phase == job_state::backoff) on(ev::backoff_elapsed{});
-    REQUIRE(s.phase == job_state::starting);
+    if (s.phase == shard_phase::queued) on(ev::start_requested{});
+    if (s.phase == shard_phase::backoff) on(ev::backoff_elapsed{});
+    REQUIRE(s.phase == shard_phase::starting);
     on(ev::worker_spawned{now});
     on(ev::hello{});
-    REQUIRE(s.phase == job_state::running);
+    REQUIRE(s.phase == shard_phase::running);
   }
 };
 
@@ -86,11 +86,11 @@ using strings = std::vector<std::string>;
 TEST_CASE("start, hello, progress and checkpoints", "[unit][shard_machine]") {
   driver d;
   CHECK(d.on(ev::start_requested{}) == strings{"persist", "spawn_worker"});
-  CHECK(d.s.phase == job_state::starting);
+  CHECK(d.s.phase == shard_phase::starting);
   CHECK(d.on(ev::worker_spawned{1000}) == strings{"start_timer{stall,120000}"});
   CHECK(d.s.worker_alive);
   CHECK(d.on(ev::hello{}) == strings{"start_timer{stall,120000}"});
-  CHECK(d.s.phase == job_state::running);
+  CHECK(d.s.phase == shard_phase::running);
   CHECK(d.on(ev::progress{10}) == strings{"start_timer{stall,120000}"});
   CHECK(d.s.progress_step == 10);
   CHECK(d.on(ev::checkpoint_verified{100}) == strings{"start_timer{stall,120000}", "persist"});
@@ -106,7 +106,7 @@ TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][sha
   auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{100, false}, 5000});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{completed,exit code 0,}", "persist", "spawn_worker"});
-  CHECK(d.s.phase == job_state::starting);
+  CHECK(d.s.phase == shard_phase::starting);
   CHECK(d.s.failures == 0);
 
   d.on(ev::worker_spawned{6000});
@@ -114,7 +114,7 @@ TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][sha
   a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{200, false}, 6400});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{completed,exit code 0,}", "start_timer{backoff,600}", "persist"});
-  CHECK(d.s.phase == job_state::backoff);
+  CHECK(d.s.phase == shard_phase::backoff);
   CHECK(d.on(ev::backoff_elapsed{}) == strings{"spawn_worker"});
 }
 
@@ -124,7 +124,7 @@ TEST_CASE("job complete", "[unit][shard_machine]") {
   auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{500, true}, 9000});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{completed,exit code 0,}", "mark_completed", "persist"});
-  CHECK(d.s.phase == job_state::completed);
+  CHECK(d.s.phase == shard_phase::completed);
   CHECK(is_terminal(d.s.phase));
 }
 
@@ -134,7 +134,7 @@ TEST_CASE("soft limit: stop, grace, then kill; a recycle is not a failure",
   d.run_worker(0);
   d.on(ev::checkpoint_verified{300});
   CHECK(d.on(ev::rss_sample{1001 * mib}) == strings{"send_stop", "start_timer{grace,30000}"});
-  CHECK(d.s.phase == job_state::stopping);
+  CHECK(d.s.phase == shard_phase::stopping);
   CHECK(d.on(ev::rss_sample{1200 * mib}).empty());  // no second stop
   CHECK(d.last.ignored);
 
@@ -157,14 +157,14 @@ TEST_CASE("soft limit: stop, grace, then kill; a recycle is not a failure",
     CHECK(a[2] == "record_exit{memory_hard,signal 9,}");
   }
   CHECK(d.s.failures == 0);
-  CHECK(d.s.phase == job_state::starting);
+  CHECK(d.s.phase == shard_phase::starting);
 }
 
 TEST_CASE("hard limit: kill at once, recycle", "[unit][shard_machine]") {
   driver d;
   d.run_worker(0);
   CHECK(d.on(ev::rss_sample{1501 * mib}) == strings{"kill_group", "cancel_timer{grace}"});
-  CHECK(d.s.phase == job_state::stopping);
+  CHECK(d.s.phase == shard_phase::stopping);
   CHECK(d.on(ev::rss_sample{1700 * mib}).empty());
   auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
@@ -180,7 +180,7 @@ TEST_CASE("memory limits at exactly the limit do not trigger", "[unit][shard_mac
   d.cfg.memory.soft_limit_mib.reset();
   d.cfg.memory.hard_limit_mib.reset();
   CHECK(d.on(ev::rss_sample{100000 * mib}).empty());
-  CHECK(d.s.phase == job_state::running);
+  CHECK(d.s.phase == shard_phase::running);
 }
 
 TEST_CASE("a crash loop at one step fails with an exact diagnosis", "[unit][shard_machine]") {
@@ -196,14 +196,14 @@ TEST_CASE("a crash loop at one step fails with an exact diagnosis", "[unit][shar
                        "record_exit{crashed,signal 6,signal 6}",
                        "start_timer{backoff," + std::to_string(delays[i]) + "}", "persist"});
     CHECK(d.s.failures == i + 1);
-    CHECK(d.s.phase == job_state::backoff);
+    CHECK(d.s.phase == shard_phase::backoff);
     d.run_worker(now);
   }
   auto a = d.on(ev::worker_exited{exit_status::signaled(6), std::nullopt, now + 5});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{crashed,signal 6,signal 6}",
                      "mark_failed{crashed 5 times at step 3140: signal 6}", "persist"});
-  CHECK(d.s.phase == job_state::failed);
+  CHECK(d.s.phase == shard_phase::failed);
   CHECK(d.s.diagnosis == "crashed 5 times at step 3140: signal 6");
 }
 
@@ -247,7 +247,7 @@ TEST_CASE("a failure at a new checkpoint starts the count over", "[unit][shard_m
   d.on(ev::checkpoint_verified{10});
   d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 900000});
   CHECK(d.s.failures == 1);
-  CHECK(d.s.phase == job_state::backoff);
+  CHECK(d.s.phase == shard_phase::backoff);
 }
 
 TEST_CASE("memory recycles between crashes do not count as failures", "[unit][shard_machine]") {
@@ -261,11 +261,11 @@ TEST_CASE("memory recycles between crashes do not count as failures", "[unit][sh
     d.on(ev::rss_sample{2000 * mib});
     d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 25000 + i * 10000});
     CHECK(d.s.failures == 1);
-    CHECK(d.s.phase == job_state::starting);
+    CHECK(d.s.phase == shard_phase::starting);
   }
   d.on(ev::worker_spawned{100000});
   d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 200000});
-  CHECK(d.s.phase == job_state::failed);
+  CHECK(d.s.phase == shard_phase::failed);
   CHECK(d.s.diagnosis == "crashed 2 times at step 0: signal 11");
 }
 
@@ -278,7 +278,7 @@ TEST_CASE("a stall kills the worker and counts as a failure", "[unit][shard_mach
   auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500000});
   CHECK(a[2] == "record_exit{stalled,signal 9,no message for 120000 ms}");
   CHECK(d.s.diagnosis == "stalled 1 times at step 7: no message for 120000 ms");
-  CHECK(d.s.phase == job_state::failed);
+  CHECK(d.s.phase == shard_phase::failed);
 }
 
 TEST_CASE("an invalid checkpoint kills the worker as a crash", "[unit][shard_machine]") {
@@ -301,7 +301,7 @@ TEST_CASE("exit 0 without done is a crash; spawn failures count", "[unit][shard_
   a = d.on(ev::spawn_failed{"not found", 600000});
   CHECK(a == strings{"mark_failed{failed to start 2 times at step 0: spawn failed: not found}",
                      "persist"});
-  CHECK(d.s.phase == job_state::failed);
+  CHECK(d.s.phase == shard_phase::failed);
 }
 
 TEST_CASE("cancel in every state", "[unit][shard_machine]") {
@@ -309,14 +309,14 @@ TEST_CASE("cancel in every state", "[unit][shard_machine]") {
   SECTION("queued") {
     driver d;
     CHECK(d.on(ev::cancel_requested{}) == cancel_now);
-    CHECK(d.s.phase == job_state::cancelled);
+    CHECK(d.s.phase == shard_phase::cancelled);
   }
   SECTION("starting, spawn under way") {
     driver d;
     d.on(ev::start_requested{});
     CHECK(d.on(ev::cancel_requested{}).empty());
     CHECK(d.on(ev::worker_spawned{0}) == strings{"kill_group"});
-    CHECK(d.s.phase == job_state::stopping);
+    CHECK(d.s.phase == shard_phase::stopping);
     auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
     CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                        "record_exit{cancelled,signal 9,}", "mark_cancelled", "persist"});
@@ -326,7 +326,7 @@ TEST_CASE("cancel in every state", "[unit][shard_machine]") {
     d.on(ev::start_requested{});
     d.on(ev::cancel_requested{});
     CHECK(d.on(ev::spawn_failed{"x", 0}) == cancel_now);
-    CHECK(d.s.phase == job_state::cancelled);
+    CHECK(d.s.phase == shard_phase::cancelled);
   }
   SECTION("running") {
     driver d;
@@ -334,7 +334,7 @@ TEST_CASE("cancel in every state", "[unit][shard_machine]") {
     CHECK(d.on(ev::cancel_requested{}) == strings{"kill_group", "cancel_timer{grace}"});
     auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
     CHECK(a[2] == "record_exit{cancelled,signal 9,}");
-    CHECK(d.s.phase == job_state::cancelled);
+    CHECK(d.s.phase == shard_phase::cancelled);
   }
   SECTION("stopping after a soft limit") {
     driver d;
@@ -342,26 +342,26 @@ TEST_CASE("cancel in every state", "[unit][shard_machine]") {
     d.on(ev::rss_sample{1100 * mib});
     CHECK(d.on(ev::cancel_requested{}) == strings{"kill_group", "cancel_timer{grace}"});
     d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
-    CHECK(d.s.phase == job_state::cancelled);
+    CHECK(d.s.phase == shard_phase::cancelled);
   }
   SECTION("backoff") {
     driver d;
     d.run_worker(0);
     d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 10});
-    REQUIRE(d.s.phase == job_state::backoff);
+    REQUIRE(d.s.phase == shard_phase::backoff);
     CHECK(d.on(ev::cancel_requested{}) ==
           strings{"cancel_timer{backoff}", "mark_cancelled", "persist"});
-    CHECK(d.s.phase == job_state::cancelled);
+    CHECK(d.s.phase == shard_phase::cancelled);
     CHECK(d.on(ev::backoff_elapsed{}).empty());  // a late timer does nothing
   }
   SECTION("paused") {
     driver d;
     d.on(ev::pause_requested{});
-    REQUIRE(d.s.phase == job_state::paused);
+    REQUIRE(d.s.phase == shard_phase::paused);
     CHECK(d.on(ev::cancel_requested{}) == cancel_now);
   }
   SECTION("terminal states stay put") {
-    for (auto terminal : {job_state::completed, job_state::failed, job_state::cancelled}) {
+    for (auto terminal : {shard_phase::completed, shard_phase::failed, shard_phase::cancelled}) {
       driver d;
       d.s.phase = terminal;
       CHECK(d.on(ev::cancel_requested{}).empty());
@@ -379,9 +379,9 @@ TEST_CASE("pause and disk full stop the worker gracefully and park the job",
   auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{40, false}, 100});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{stopped,exit code 0,}", "mark_paused{disk full}", "persist"});
-  CHECK(d.s.phase == job_state::paused);
+  CHECK(d.s.phase == shard_phase::paused);
   CHECK(d.on(ev::resume_requested{}) == strings{"persist"});
-  CHECK(d.s.phase == job_state::queued);
+  CHECK(d.s.phase == shard_phase::queued);
   CHECK(d.on(ev::start_requested{}) == strings{"persist", "spawn_worker"});
 }
 
@@ -391,7 +391,7 @@ TEST_CASE("a pause during a soft-limit stop lands in paused", "[unit][shard_mach
   d.on(ev::rss_sample{1100 * mib});
   CHECK(d.on(ev::pause_requested{}).empty());
   d.on(ev::worker_exited{exit_status::exited(0), done_msg{40, false}, 100});
-  CHECK(d.s.phase == job_state::paused);
+  CHECK(d.s.phase == shard_phase::paused);
 }
 
 TEST_CASE("events that mean nothing in a state are ignored", "[unit][shard_machine]") {
@@ -401,7 +401,7 @@ TEST_CASE("events that mean nothing in a state are ignored", "[unit][shard_machi
                           ev::backoff_elapsed{}, ev::rss_sample{1 << 30}, ev::resume_requested{}}) {
     CHECK(d.on(e).empty());
     CHECK(d.last.ignored);
-    CHECK(d.s.phase == job_state::queued);
+    CHECK(d.s.phase == shard_phase::queued);
   }
 }
 
