@@ -571,3 +571,33 @@ TEST_CASE("npy error messages", "[unit][dataset][npy]") {
           "/d/y.npy: sample 2: binary_crossentropy labels must be 0 or 1, got 5");
   }
 }
+
+TEST_CASE("truncated and corrupted npy files fail cleanly", "[unit][dataset][npy]") {
+  const auto y3 = npy_file("<i8", "(3,)", raw_bytes(std::vector<std::int64_t>{0, 1, 1}));
+  for (std::size_t n = 0; n < x_f4_3x2.size(); ++n) {
+    INFO("prefix of " << n << " bytes");
+    CHECK_FALSE(load_npy_bytes(x_f4_3x2.substr(0, n), y3));
+  }
+  // Every single-byte change in the header either fails or still describes a 3 x 2 array (the
+  // padding is free); none may crash or read out of bounds.
+  for (std::size_t i = 0; i < 128; ++i) {
+    for (int b : {0, int{'('}, int{')'}, int{'\''}, int{','}, int{' '}, int{'9'}, 0xff}) {
+      std::string x = x_f4_3x2;
+      x[i] = static_cast<char>(b);
+      auto d = load_npy_bytes(x, y3);
+      if (d) {
+        INFO("byte " << i << " set to " << b);
+        CHECK(d->x.rows() == 3);
+        CHECK(d->x.size() == 6);
+      }
+    }
+  }
+}
+
+TEST_CASE("csv skips blank lines between rows and mse takes a single column",
+          "[unit][dataset][csv]") {
+  auto d = load_csv_text("x,y\n1,0.25\n\n   \n2,-7.5", csv("/d/data.csv", "y"));
+  REQUIRE(d);
+  REQUIRE(d->x.rows() == 2);
+  CHECK(d->y(1, 0) == -7.5f);
+}
