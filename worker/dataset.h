@@ -1,0 +1,66 @@
+// The worker's training data: a job's data_spec (synthetic, CSV or .npy) turned into a feature
+// matrix and a label matrix shaped for the job's loss. Loading owns all validation of the data
+// itself (numbers, shapes, label ranges); every error names the file and the line, row or byte
+// offset. Files are read through baton::env so tests can substitute fakes. The trainer owns the
+// returned matrices; nothing here keeps state between calls.
+#pragma once
+
+#include <Eigen/Core>
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "protocol/job_spec.h"
+#include "protocol/status.h"
+
+namespace baton {
+class env;
+}
+
+namespace baton::worker {
+
+using row_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+struct dataset {
+  row_matrix x;  // samples x features, all finite
+  row_matrix y;  // samples x output_units (one-hot for categorical class labels)
+};
+
+// Loads and validates the data a job names. Labels come out with exactly `output_units` columns:
+// - categorical_crossentropy: a single label column (CSV) or a 1-D array (.npy) holds integer
+//   class ids in [0, output_units) and is one-hot encoded; a 2-D .npy array of width
+//   output_units is taken as is.
+// - binary_crossentropy: labels must be 0 or 1, width output_units (one column for one unit).
+// - mse: any finite values, width output_units.
+// CSV errors use 1-based line and column numbers ("data.csv:17: column 3 ("age"): ..."); .npy
+// errors use 0-based sample indexes, as numpy does.
+result<dataset> load_dataset(env& e, const protocol::data_spec& spec, protocol::loss_kind loss,
+                             std::int64_t output_units);
+
+// The synthetic generator on its own: X ~ N(0, 1) filled row by row, y = (row sum > 0) as one
+// 0/1 column, the sum taken in double over the float values stored in X. Bit-identical on every
+// platform for a given seed (see portable_rng); labels are not yet shaped for a loss.
+result<dataset> generate_synthetic(const protocol::synthetic_data& spec);
+
+// xoshiro256** (Blackman & Vigna, "Scrambled linear pseudorandom number generators", 2018)
+// seeded through splitmix64, with normals from Marsaglia's polar method (Marsaglia & Bray 1964).
+// Only integer arithmetic, IEEE-exact + - * / sqrt and a logarithm built from those, so the
+// output does not depend on the C library (std::normal_distribution and std::log do).
+class portable_rng {
+ public:
+  explicit portable_rng(std::uint64_t seed);
+  std::uint64_t next_u64();
+  double next_uniform();  // [0, 1) with 53 random bits
+  double next_normal();   // standard normal; values come in pairs, the second is cached
+
+ private:
+  std::array<std::uint64_t, 4> s_{};
+  double spare_ = 0.0;
+  bool has_spare_ = false;
+};
+
+// Natural logarithm of a positive finite double from + - * / only; within a few ulps of the
+// true value and identical on every IEEE-754 platform. Exposed so tests can check its accuracy.
+double portable_log(double x);
+
+}  // namespace baton::worker
