@@ -22,7 +22,7 @@ std::int64_t cost_per_element(activation a) {
 
 template <class S, class Block>
 void softmax_rows(Block&& z) {
-  for (index r = 0; r < z.rows(); ++r) {
+  for (idx r = 0; r < z.rows(); ++r) {
     auto row = z.row(r).array();
     const S m = row.maxCoeff();
     row = (row - m).exp();
@@ -58,7 +58,7 @@ void assign_activation(activation a, Block& block, const Expr& pre) {
 
 template <class S>
 void bias_activation_forward(activation a, matrix_map<S> z, const S* bias) {
-  const index cols = z.cols();
+  const idx cols = z.cols();
   parallel_for(z.rows(), cols * cost_per_element(a), [&](std::int64_t r0, std::int64_t r1) {
     auto block = z.middleRows(r0, r1 - r0);
     if (bias) {
@@ -89,7 +89,7 @@ void activation_backward(activation a, const_matrix_map<S> y, matrix_map<S> grad
         g *= S(1) - yb * yb;
         break;
       case activation::softmax:
-        for (index r = 0; r < g.rows(); ++r) {
+        for (idx r = 0; r < g.rows(); ++r) {
           const S dot = (g.row(r) * yb.row(r)).sum();
           g.row(r) = yb.row(r) * (g.row(r) - dot);
         }

@@ -5,7 +5,7 @@
 namespace baton::worker {
 
 template <class S>
-dense_layer<S>::dense_layer(index inputs, index units, activation act, index max_batch)
+dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch)
     : act_(act),
       kernel_(row_matrix<S>::Zero(inputs, units)),
       bias_(row_vector<S>::Zero(units)),
@@ -30,13 +30,13 @@ void dense_layer<S>::backward(const_matrix_map<S> x, bool grad_is_preactivation,
   if (!grad_is_preactivation) activation_backward<S>(act_, output(), dz);
   kernel_grad_.noalias() = x.transpose() * dz;
   // Column sums in a fixed row order; each thread owns whole columns, so no cross-thread sums.
-  const index cols = units();
-  const index rows = rows_;
+  const idx cols = units();
+  const idx rows = rows_;
   if (rows == 0) bias_grad_.setZero();
   parallel_for(cols, rows, [&](std::int64_t c0, std::int64_t c1) {
     auto db = bias_grad_.segment(c0, c1 - c0);
     db = dz.row(0).segment(c0, c1 - c0);
-    for (index r = 1; r < rows; ++r) db += dz.row(r).segment(c0, c1 - c0);
+    for (idx r = 1; r < rows; ++r) db += dz.row(r).segment(c0, c1 - c0);
   });
   if (dx) matrix_map<S>(dx, rows_, inputs()).noalias() = dz * kernel_.transpose();
 }

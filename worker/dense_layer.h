@@ -12,11 +12,11 @@ namespace baton::worker {
 template <class S>
 class dense_layer {
  public:
-  dense_layer(index inputs, index units, activation act, index max_batch);
+  dense_layer(idx inputs, idx units, activation act, idx max_batch);
 
-  index inputs() const { return kernel_.rows(); }
-  index units() const { return kernel_.cols(); }
-  index max_batch() const { return out_.rows(); }
+  idx inputs() const { return kernel_.rows(); }
+  idx units() const { return kernel_.cols(); }
+  idx max_batch() const { return out_.rows(); }
   activation act() const { return act_; }
 
   // Z = X W + b with the activation fused into the bias pass (Rumelhart, Hinton & Williams 1986).
@@ -47,7 +47,7 @@ class dense_layer {
 
  private:
   activation act_;
-  index rows_ = 0;  // rows of the last forward pass
+  idx rows_ = 0;  // rows of the last forward pass
   row_matrix<S> kernel_;
   row_vector<S> bias_;
   row_matrix<S> kernel_grad_;

@@ -21,9 +21,9 @@ S bce_from_logit(S z, S y) {
 }
 
 template <class Row>
-index argmax(const Row& row) {
-  index best = 0;
-  for (index j = 1; j < row.size(); ++j) {
+idx argmax(const Row& row) {
+  idx best = 0;
+  for (idx j = 1; j < row.size(); ++j) {
     if (row(j) > row(best)) best = j;
   }
   return best;
@@ -48,19 +48,19 @@ loss_function<S>::loss_function(loss_kind kind, activation last) {
 
 template <class S>
 double loss_function<S>::sum(const_matrix_map<S> out, const_matrix_map<S> target) const {
-  const index rows = out.rows();
-  const index cols = out.cols();
+  const idx rows = out.rows();
+  const idx cols = out.cols();
   const S eps = S(probability_epsilon);
   double total = 0.0;
-  for (index r = 0; r < rows; ++r) {
+  for (idx r = 0; r < rows; ++r) {
     S l = 0;
     switch (mode_) {
       case mode::bce_logits:
-        for (index j = 0; j < cols; ++j) l += bce_from_logit(out(r, j), target(r, j));
+        for (idx j = 0; j < cols; ++j) l += bce_from_logit(out(r, j), target(r, j));
         l /= S(cols);
         break;
       case mode::bce_probabilities:
-        for (index j = 0; j < cols; ++j) {
+        for (idx j = 0; j < cols; ++j) {
           const S p = std::clamp(out(r, j), eps, S(1) - eps);
           const S y = target(r, j);
           l -= y * std::log(p) + (S(1) - y) * std::log(S(1) - p);
@@ -70,18 +70,18 @@ double loss_function<S>::sum(const_matrix_map<S> out, const_matrix_map<S> target
       case mode::cce_logits: {
         const S m = out.row(r).maxCoeff();
         const S lse = std::log((out.row(r).array() - m).exp().sum());
-        for (index j = 0; j < cols; ++j) l -= target(r, j) * (out(r, j) - m - lse);
+        for (idx j = 0; j < cols; ++j) l -= target(r, j) * (out(r, j) - m - lse);
         break;
       }
       case mode::cce_probabilities: {
         const S s = out.row(r).sum();
-        for (index j = 0; j < cols; ++j) {
+        for (idx j = 0; j < cols; ++j) {
           l -= target(r, j) * std::log(std::clamp(out(r, j) / s, eps, S(1) - eps));
         }
         break;
       }
       case mode::mse:
-        for (index j = 0; j < cols; ++j) {
+        for (idx j = 0; j < cols; ++j) {
           const S d = out(r, j) - target(r, j);
           l += d * d;
         }
@@ -96,21 +96,21 @@ double loss_function<S>::sum(const_matrix_map<S> out, const_matrix_map<S> target
 template <class S>
 double loss_function<S>::forward_backward(const_matrix_map<S> out, const_matrix_map<S> target,
                                           matrix_map<S> grad) const {
-  const index rows = out.rows();
-  const index cols = out.cols();
+  const idx rows = out.rows();
+  const idx cols = out.cols();
   const S eps = S(probability_epsilon);
   // Per-sample losses are averaged over units (BCE, MSE) and then over samples.
   const S per_element = S(1) / S(rows * cols);
   const S per_sample = S(1) / S(rows);
-  for (index r = 0; r < rows; ++r) {
+  for (idx r = 0; r < rows; ++r) {
     switch (mode_) {
       case mode::bce_logits:
-        for (index j = 0; j < cols; ++j) {
+        for (idx j = 0; j < cols; ++j) {
           grad(r, j) = (stable_sigmoid(out(r, j)) - target(r, j)) * per_element;
         }
         break;
       case mode::bce_probabilities:
-        for (index j = 0; j < cols; ++j) {
+        for (idx j = 0; j < cols; ++j) {
           const S p = out(r, j);
           const S y = target(r, j);
           grad(r, j) =
@@ -121,7 +121,7 @@ double loss_function<S>::forward_backward(const_matrix_map<S> out, const_matrix_
         const S m = out.row(r).maxCoeff();
         const S denom = (out.row(r).array() - m).exp().sum();
         const S ysum = target.row(r).sum();
-        for (index j = 0; j < cols; ++j) {
+        for (idx j = 0; j < cols; ++j) {
           grad(r, j) = (std::exp(out(r, j) - m) / denom * ysum - target(r, j)) * per_sample;
         }
         break;
@@ -130,17 +130,17 @@ double loss_function<S>::forward_backward(const_matrix_map<S> out, const_matrix_
         // Through q = p / s: dl/dp_k = (g_k - sum_j g_j q_j) / s with g_j = dl/dq_j.
         const S s = out.row(r).sum();
         S gq = 0;
-        for (index j = 0; j < cols; ++j) {
+        for (idx j = 0; j < cols; ++j) {
           const S q = out(r, j) / s;
           const S g = (q < eps || q > S(1) - eps) ? S(0) : -target(r, j) / q;
           grad(r, j) = g;
           gq += g * q;
         }
-        for (index j = 0; j < cols; ++j) grad(r, j) = (grad(r, j) - gq) / s * per_sample;
+        for (idx j = 0; j < cols; ++j) grad(r, j) = (grad(r, j) - gq) / s * per_sample;
         break;
       }
       case mode::mse:
-        for (index j = 0; j < cols; ++j) {
+        for (idx j = 0; j < cols; ++j) {
           grad(r, j) = S(2) * (out(r, j) - target(r, j)) * per_element;
         }
         break;
@@ -153,12 +153,12 @@ template <class S>
 accuracy_count loss_function<S>::accuracy(const_matrix_map<S> out,
                                           const_matrix_map<S> target) const {
   accuracy_count c;
-  const index rows = out.rows();
-  const index cols = out.cols();
+  const idx rows = out.rows();
+  const idx cols = out.cols();
   const bool binary = mode_ == mode::bce_logits || mode_ == mode::bce_probabilities || cols == 1;
   if (binary) {
-    for (index r = 0; r < rows; ++r) {
-      for (index j = 0; j < cols; ++j) {
+    for (idx r = 0; r < rows; ++r) {
+      for (idx j = 0; j < cols; ++j) {
         const S p = mode_ == mode::bce_logits ? stable_sigmoid(out(r, j)) : out(r, j);
         const S predicted = p > S(0.5) ? S(1) : S(0);
         c.correct += predicted == target(r, j) ? 1 : 0;
@@ -167,7 +167,7 @@ accuracy_count loss_function<S>::accuracy(const_matrix_map<S> out,
     c.total = rows * cols;
   } else {
     // Softmax is monotone, so the argmax of logits is the argmax of probabilities.
-    for (index r = 0; r < rows; ++r) {
+    for (idx r = 0; r < rows; ++r) {
       c.correct += argmax(out.row(r)) == argmax(target.row(r)) ? 1 : 0;
     }
     c.total = rows;

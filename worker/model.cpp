@@ -9,12 +9,12 @@
 namespace baton::worker {
 
 template <class S>
-model<S>::model(index inputs, std::vector<dense_layer<S>> layers, loss_function<S> loss)
+model<S>::model(idx inputs, std::vector<dense_layer<S>> layers, loss_function<S> loss)
     : inputs_(inputs), layers_(std::move(layers)), loss_(loss) {}
 
 template <class S>
-result<model<S>> model<S>::create(const protocol::model_spec& spec, index inputs, loss_kind loss,
-                                  index max_batch) {
+result<model<S>> model<S>::create(const protocol::model_spec& spec, idx inputs, loss_kind loss,
+                                  idx max_batch) {
   if (inputs <= 0) {
     return make_error("model: the data has " + std::to_string(inputs) +
                       " features; a dense model needs at least one");
@@ -26,15 +26,15 @@ result<model<S>> model<S>::create(const protocol::model_spec& spec, index inputs
   if (spec.layers.empty()) return make_error("model.layers: expected at least one layer");
   std::vector<dense_layer<S>> layers;
   layers.reserve(spec.layers.size());
-  index width = inputs;
+  idx width = inputs;
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     const auto& l = spec.layers[i];
     if (l.units <= 0) {
       return make_error("model.layers[" + std::to_string(i) +
                         "].units: expected a positive integer, got " + std::to_string(l.units));
     }
-    layers.emplace_back(width, static_cast<index>(l.units), l.act, max_batch);
-    width = static_cast<index>(l.units);
+    layers.emplace_back(width, static_cast<idx>(l.units), l.act, max_batch);
+    width = static_cast<idx>(l.units);
   }
   loss_function<S> lf(loss, spec.layers.back().act);
   return model(inputs, std::move(layers), lf);
@@ -46,8 +46,8 @@ void model<S>::init_glorot(std::uint64_t seed) {
   for (auto& l : layers_) {
     const double limit = std::sqrt(6.0 / static_cast<double>(l.inputs() + l.units()));
     auto& k = l.kernel();
-    for (index i = 0; i < k.rows(); ++i) {
-      for (index j = 0; j < k.cols(); ++j) k(i, j) = static_cast<S>(r.uniform(-limit, limit));
+    for (idx i = 0; i < k.rows(); ++i) {
+      for (idx j = 0; j < k.cols(); ++j) k(i, j) = static_cast<S>(r.uniform(-limit, limit));
     }
     l.bias().setZero();
   }
@@ -57,7 +57,7 @@ template <class S>
 const_matrix_map<S> model<S>::forward(const_matrix_map<S> x) {
   assert(x.cols() == inputs_ && x.rows() <= max_batch());
   const S* data = x.data();
-  index cols = x.cols();
+  idx cols = x.cols();
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const bool last = i + 1 == layers_.size();
     const auto out = layers_[i].forward(const_matrix_map<S>(data, x.rows(), cols),
@@ -90,8 +90,8 @@ evaluation model<S>::evaluate(const_matrix_map<S> x, const_matrix_map<S> y) {
   evaluation e;
   double loss_sum = 0.0;
   accuracy_count hits;
-  for (index r0 = 0; r0 < x.rows(); r0 += max_batch()) {
-    const index n = std::min(max_batch(), x.rows() - r0);
+  for (idx r0 = 0; r0 < x.rows(); r0 += max_batch()) {
+    const idx n = std::min(max_batch(), x.rows() - r0);
     const_matrix_map<S> xb(x.data() + r0 * x.cols(), n, x.cols());
     const_matrix_map<S> yb(y.data() + r0 * y.cols(), n, y.cols());
     const_matrix_map<S> out = forward(xb);
@@ -114,7 +114,7 @@ const_matrix_map<S> model<S>::predict_batch(const_matrix_map<S> x) {
 }
 
 template <class S>
-status model<S>::check_data_shape(index features, index label_columns) const {
+status model<S>::check_data_shape(idx features, idx label_columns) const {
   if (features != inputs_) {
     return make_error("data: " + std::to_string(features) + " feature columns, but the model was " +
                       "built for " + std::to_string(inputs_));

@@ -27,8 +27,8 @@ class model {
  public:
   // Layers from `spec` (the initial_weights file, if any, is the trainer's to load through
   // parameters()). Parameters start at zero: call init_glorot or load them.
-  static result<model> create(const protocol::model_spec& spec, index inputs, loss_kind loss,
-                              index max_batch);
+  static result<model> create(const protocol::model_spec& spec, idx inputs, loss_kind loss,
+                              idx max_batch);
 
   // Glorot & Bengio (AISTATS 2010) uniform init, Keras's default: kernel ~ U(-l, l) with
   // l = sqrt(6 / (fan_in + fan_out)), drawn row-major layer by layer from rng(seed); biases 0.
@@ -45,24 +45,24 @@ class model {
   const_matrix_map<S> predict_batch(const_matrix_map<S> x);
 
   // Clear errors for data that does not fit the model, for the trainer to check once up front.
-  status check_data_shape(index features, index label_columns) const;
+  status check_data_shape(idx features, idx label_columns) const;
 
   // In layer order: layers.0.kernel, layers.0.bias, layers.1.kernel, ...
   std::vector<parameter<S>> parameters();
   std::int64_t parameter_count() const;
 
-  index inputs() const { return inputs_; }
-  index outputs() const { return layers_.back().units(); }
-  index max_batch() const { return layers_.front().max_batch(); }
+  idx inputs() const { return inputs_; }
+  idx outputs() const { return layers_.back().units(); }
+  idx max_batch() const { return layers_.front().max_batch(); }
   std::size_t layer_count() const { return layers_.size(); }
   dense_layer<S>& layer(std::size_t i) { return layers_[i]; }
   const loss_function<S>& loss() const { return loss_; }
 
  private:
-  model(index inputs, std::vector<dense_layer<S>> layers, loss_function<S> loss);
+  model(idx inputs, std::vector<dense_layer<S>> layers, loss_function<S> loss);
   const_matrix_map<S> forward(const_matrix_map<S> x);
 
-  index inputs_;
+  idx inputs_;
   std::vector<dense_layer<S>> layers_;
   loss_function<S> loss_;
 };

@@ -8,7 +8,7 @@
 
 namespace baton::worker {
 
-using index = Eigen::Index;
+using idx = Eigen::Index;
 
 template <class S>
 using row_matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
