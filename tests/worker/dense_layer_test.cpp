@@ -1,0 +1,94 @@
+#include "worker/dense_layer.h"
+
+#include <catch2/catch.hpp>
+
+#include "test_support.h"
+#include "worker/parallel.h"
+
+using namespace baton::worker;
+using namespace baton::worker::testing;
+
+namespace {
+
+dense_layer<double> seeded_layer(idx in, idx units, activation a, idx max_batch) {
+  dense_layer<double> l(in, units, a, max_batch);
+  l.kernel() = normal_matrix<double>(in, units, 21, 0.7);
+  l.bias() = normal_matrix<double>(1, units, 22, 0.3);
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("dense forward computes act(X W + b)", "[unit]") {
+  auto l = seeded_layer(4, 3, activation::tanh, 5);
+  const row_matrix<double> x = normal_matrix<double>(5, 4, 23);
+  const auto y = l.forward(cview(x));
+  REQUIRE(y.rows() == 5);
+  for (idx r = 0; r < 5; ++r) {
+    for (idx j = 0; j < 3; ++j) {
+      double z = l.bias()(j);
+      for (idx k = 0; k < 4; ++k) z += x(r, k) * l.kernel()(k, j);
+      CHECK(close(y(r, j), std::tanh(z), 1e-14, 1e-15));
+    }
+  }
+}
+
+TEST_CASE("dense backward dW, db, dX agree with central differences", "[unit]") {
+  for (activation a : {activation::relu, activation::sigmoid, activation::tanh, activation::linear,
+                       activation::softmax}) {
+    CAPTURE(activation_name(a));
+    // Batch 3 in a layer built for 6: the short final batch path.
+    auto l = seeded_layer(4, 3, a, 6);
+    row_matrix<double> x = normal_matrix<double>(3, 4, 24);
+    const row_matrix<double> c = normal_matrix<double>(3, 3, 25);
+    // L = sum(c * Y), so dL/dY = c.
+    auto loss = [&] {
+      const auto y = l.forward(cview(x));
+      return (y.array() * c.array()).sum();
+    };
+    loss();
+    l.output_grad() = c;
+    row_matrix<double> dx(3, 4);
+    l.backward(cview(x), false, dx.data());
+    const row_matrix<double> dw = l.kernel_grad();
+    const row_vector<double> db = l.bias_grad();
+    for (idx i = 0; i < dw.size(); ++i) {
+      CHECK(close(dw.data()[i], central_difference(loss, l.kernel().data()[i]), 1e-7, 1e-9));
+    }
+    for (idx i = 0; i < db.size(); ++i) {
+      CHECK(close(db(i), central_difference(loss, l.bias().data()[i]), 1e-7, 1e-9));
+    }
+    for (idx i = 0; i < x.size(); ++i) {
+      CHECK(close(dx.data()[i], central_difference(loss, x.data()[i]), 1e-7, 1e-9));
+    }
+  }
+}
+
+TEST_CASE("a short batch reuses the max-batch buffers", "[unit]") {
+  dense_layer<float> l(3, 2, activation::relu, 8);
+  const row_matrix<float> x = normal_matrix<float>(8, 3, 26);
+  const float* full = l.forward(cview(x)).data();
+  const row_matrix<float> x2 = x.topRows(2);
+  const auto y = l.forward(cview(x2));
+  CHECK(y.data() == full);
+  CHECK(y.rows() == 2);
+  CHECK(l.output_grad().rows() == 2);
+}
+
+TEST_CASE("threaded dense passes are deterministic at 2 threads", "[unit]") {
+  const int before = thread_count();
+  set_thread_count(2);
+  auto run = [] {
+    dense_layer<float> l(300, 400, activation::relu, 32);
+    l.kernel() = normal_matrix<float>(300, 400, 27, 0.05);
+    const row_matrix<float> x = normal_matrix<float>(32, 300, 28);
+    l.forward(cview(x));
+    l.output_grad() = normal_matrix<float>(32, 400, 29);
+    row_matrix<float> dx(32, 300);
+    l.backward(cview(x), false, dx.data());
+    return std::make_tuple(row_matrix<float>(l.output()), row_matrix<float>(l.kernel_grad()),
+                           row_vector<float>(l.bias_grad()), dx);
+  };
+  CHECK(run() == run());
+  set_thread_count(before);
+}

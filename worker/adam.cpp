@@ -1,0 +1,58 @@
+#include "worker/adam.h"
+
+#include <cmath>
+
+#include "worker/optimizer_impl.h"
+
+namespace baton::worker {
+
+// Keras casts each hyperparameter to the variable dtype; (1 - beta) is formed in double first
+// (a Python float) and then rounded, as Keras's ops do with a Python scalar.
+adam::adam(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params)
+    : optimizer(std::move(params)),
+      lr_(static_cast<float>(spec.learning_rate)),
+      beta_1_(static_cast<float>(spec.beta_1)),
+      beta_2_(static_cast<float>(spec.beta_2)),
+      one_minus_beta_1_(static_cast<float>(1.0 - spec.beta_1)),
+      one_minus_beta_2_(static_cast<float>(1.0 - spec.beta_2)),
+      epsilon_(static_cast<float>(spec.epsilon)) {
+  for (const auto& p : params_) {
+    m_.emplace_back(p.value.size(), 0.0f);
+    v_.emplace_back(p.value.size(), 0.0f);
+  }
+}
+
+void adam::step() {
+  const float t = static_cast<float>(iterations_ + 1);
+  const float alpha = lr_ * std::sqrt(1.0f - std::pow(beta_2_, t)) / (1.0f - std::pow(beta_1_, t));
+  const float b1 = one_minus_beta_1_;
+  const float b2 = one_minus_beta_2_;
+  const float eps = epsilon_;
+  for_each_part(8, [&](std::size_t k, std::int64_t lo, std::int64_t hi) {
+    float* __restrict w = params_[k].value.data();
+    const float* __restrict g = params_[k].grad.data();
+    float* __restrict m = m_[k].data();
+    float* __restrict v = v_[k].data();
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const float gi = g[i];
+      const float mi = m[i] + (gi - m[i]) * b1;
+      const float vi = v[i] + (gi * gi - v[i]) * b2;
+      m[i] = mi;
+      v[i] = vi;
+      w[i] -= (mi * alpha) / (std::sqrt(vi) + eps);
+    }
+  });
+  ++iterations_;
+}
+
+std::vector<state_tensor> adam::state() {
+  std::vector<state_tensor> s;
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    const std::string prefix = "optimizer." + params_[k].name;
+    s.push_back({prefix + ".m", params_[k].shape, m_[k]});
+    s.push_back({prefix + ".v", params_[k].shape, v_[k]});
+  }
+  return s;
+}
+
+}  // namespace baton::worker

@@ -1,0 +1,56 @@
+// The optimizer interface the trainer drives: bound once to a model's parameters (the model must
+// outlive it), then step() after each train_step applies one update from the gradients. Updates
+// run as one fused pass per parameter element, split over threads by fixed static partitions of
+// all parameters laid end to end. State tensors are exposed by name for checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "protocol/job_spec.h"
+#include "protocol/status.h"
+#include "worker/parameter.h"
+
+namespace baton::worker {
+
+struct state_tensor {
+  std::string name;  // "optimizer.layers.{i}.kernel.m", ...
+  std::vector<std::int64_t> shape;
+  std::span<float> value;  // read to checkpoint, written to resume
+};
+
+class optimizer {
+ public:
+  virtual ~optimizer() = default;
+
+  // One update of every bound parameter from its current gradient; then iterations() += 1.
+  virtual void step() = 0;
+
+  // Updates applied so far (Keras's optimizer.iterations); restore it with the state on resume.
+  std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t n) { iterations_ = n; }
+
+  virtual std::vector<state_tensor> state() = 0;
+
+ protected:
+  explicit optimizer(std::vector<parameter<float>> params);
+
+  // Calls f(tensor, begin, end) over this thread's part of all elements laid end to end, for
+  // every thread of the team, with a fixed partition per thread count.
+  template <class F>
+  void for_each_part(std::int64_t cost_per_element, F&& f);
+
+  std::vector<parameter<float>> params_;
+  std::vector<std::int64_t> offsets_;  // offsets_[k]: first flat index of params_[k]; back = total
+  std::int64_t iterations_ = 0;
+};
+
+// An Adam or SGD optimizer per `spec` over `params` (model<float>::parameters()). Errors name the
+// offending field of training.optimizer.
+result<std::unique_ptr<optimizer>> make_optimizer(const protocol::optimizer_spec& spec,
+                                                  std::vector<parameter<float>> params);
+
+}  // namespace baton::worker
