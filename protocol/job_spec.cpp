@@ -262,7 +262,8 @@ constexpr std::string_view memory_keys[] = {"soft_limit_mib", "hard_limit_mib", 
 constexpr std::string_view restart_keys[] = {"max_failures", "backoff_initial_ms", "backoff_max_ms",
                                              "backoff_multiplier"};
 constexpr std::string_view checkpoint_keys[] = {"keep"};
-constexpr std::string_view worker_keys[] = {"command", "stall_timeout_ms", "stop_grace_ms"};
+constexpr std::string_view worker_keys[] = {"command", "working_dir", "stall_timeout_ms",
+                                            "stop_grace_ms"};
 constexpr std::string_view debug_keys[] = {"leak_mib_per_step", "crash_at_step", "hang_at_step"};
 
 // Windows refuses these as file names whatever the extension; job names become folder names.
@@ -682,6 +683,9 @@ class checker {
   }
 
   void worker(const json& doc, worker_spec& out) {
+    // External trainers run from the job file's folder unless told otherwise, so a command
+    // like ["python3", "train.py"] finds its script next to the job file.
+    out.working_dir = base_dir_;
     auto it = doc.find("worker");
     if (it == doc.end()) return;
     if (!object(*it, "worker", worker_keys)) return;
@@ -697,6 +701,9 @@ class checker {
       } else {
         out.command = c->get<std::vector<std::string>>();
       }
+    }
+    if (auto d = w.find("working_dir"); d != w.end() && !d->is_null()) {
+      if (auto p = path_value(*d, "worker.working_dir")) out.working_dir = *p;
     }
     int_field(w, "stall_timeout_ms", "worker", positive_int, out.stall_timeout_ms);
     int_field(w, "stop_grace_ms", "worker", non_negative_int, out.stop_grace_ms);
@@ -910,6 +917,8 @@ json to_json(const job_spec& s) {
       {"checkpoints", {{"keep", s.checkpoints.keep}}},
       {"worker",
        {{"command", s.worker.command ? json(*s.worker.command) : json(nullptr)},
+        {"working_dir",
+         s.worker.working_dir.empty() ? json(nullptr) : json(s.worker.working_dir.string())},
         {"stall_timeout_ms", s.worker.stall_timeout_ms},
         {"stop_grace_ms", s.worker.stop_grace_ms}}},
       {"debug",

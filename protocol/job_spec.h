@@ -128,8 +128,9 @@ struct checkpoint_spec {
 
 struct worker_spec {
   std::optional<std::vector<std::string>> command;  // argv of an external trainer
-  std::int64_t stall_timeout_ms = 120000;           // no message for this long: killed as hung
-  std::int64_t stop_grace_ms = 30000;               // after `stop`, SIGKILL if still running
+  std::filesystem::path working_dir;       // where `command` runs; default: the job file's folder
+  std::int64_t stall_timeout_ms = 120000;  // no message for this long: killed as hung
+  std::int64_t stop_grace_ms = 30000;      // after `stop`, SIGKILL if still running
 
   bool operator==(const worker_spec&) const = default;
 };

@@ -40,7 +40,7 @@ bool is_terminal(job_state s);
 // Failures count toward the crash-loop limit; recycles and requested stops do not.
 bool counts_as_failure(exit_cause c);
 
-struct rss_sample {
+struct rss_point {
   std::int64_t t_ms = 0;  // since the shard started
   std::int64_t bytes = 0;
   std::int64_t step = 0;  // newest step the worker had reported at that time
@@ -58,7 +58,7 @@ struct shard_record {
   std::string detail;               // "exit code 1", "signal 9", "rss 2101 MiB > hard 2048 MiB"
   std::int64_t peak_rss_bytes = 0;
   double leak_bytes_per_step = 0.0;
-  std::vector<rss_sample> rss;  // downsampled to at most max_rss_samples
+  std::vector<rss_point> rss;  // downsampled to at most max_rss_samples
 };
 
 inline constexpr std::size_t max_rss_samples = 256;
@@ -86,6 +86,6 @@ result<job_record> job_record_from_json(const nlohmann::json& j);
 
 // Adds a sample, halving the resolution (dropping every other sample) when the curve is full, so
 // a shard of any length keeps an even-spread curve of bounded size.
-void add_rss_sample(shard_record& shard, rss_sample s);
+void add_rss_sample(shard_record& shard, rss_point s);
 
 }  // namespace baton::supervisor
