@@ -20,15 +20,18 @@ struct loaded_checkpoint {
   std::vector<std::string> rejected;  // "<path>: <reason>" for each newer file that failed
 };
 
+// One writer per folder: save() treats temp files of its own target as its own leftovers.
 class checkpoint_store {
  public:
+  // `keep` below 1 is taken as 1: the file just saved is never pruned.
   checkpoint_store(env& e, std::filesystem::path dir, int keep);
 
   const std::filesystem::path& dir() const { return dir_; }
   std::filesystem::path path_for_step(std::int64_t step) const;
 
   // Writes atomically, then removes the oldest beyond `keep`. On failure nothing that was
-  // already saved is touched. Returns the path written.
+  // already saved is touched. Returns the path written. An error that starts "saved <path> but"
+  // means the new checkpoint is durable and only pruning failed.
   result<std::filesystem::path> save(const checkpoint& c);
 
   // Newest checkpoint that verifies; nullopt (not an error) when there is none at all. An error

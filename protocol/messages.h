@@ -25,7 +25,7 @@ struct hello_msg {
 };
 
 struct progress_msg {
-  std::int64_t step = 0;   // global optimizer steps done
+  std::int64_t step = 0;  // global optimizer steps done
   std::int64_t total_steps = 0;
   std::int64_t epoch = 0;  // 0-based epoch the step belongs to
   double loss = 0.0;
@@ -59,5 +59,9 @@ std::string encode(const supervisor_message& m);
 
 result<worker_message> decode_worker_message(std::string_view line);
 result<supervisor_message> decode_supervisor_message(std::string_view line);
+
+// Decoding accepts any protocol number in hello so the supervisor can say which versions met;
+// this is that check.
+status check_protocol(const hello_msg& h);
 
 }  // namespace baton::protocol

@@ -1,0 +1,432 @@
+#include "protocol/checkpoint.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "protocol/json_guard.h"
+
+namespace baton::protocol {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr const char* format_name = "baton-checkpoint";
+constexpr const char* digest_prefix = "xxh64:";
+constexpr std::size_t digest_hex_len = 16;
+// Far above any real header (a few KiB for hundreds of tensors) yet small enough that a lying
+// length prefix can never make us parse or allocate much.
+constexpr std::uint64_t max_header_bytes = 100ull << 20;
+// A safetensors header nests three deep (root, tensor, shape); the slack is for foreign writers.
+constexpr std::size_t max_header_depth = 8;
+
+constexpr struct {
+  dtype type;
+  std::string_view name;
+  std::size_t size;
+} dtype_table[] = {
+    {dtype::f32, "F32", 4}, {dtype::f64, "F64", 8}, {dtype::i64, "I64", 8}, {dtype::u64, "U64", 8},
+    {dtype::u32, "U32", 4}, {dtype::i32, "I32", 4}, {dtype::u8, "U8", 1},
+};
+
+bool parse_dtype(std::string_view s, dtype& out) {
+  for (const auto& d : dtype_table) {
+    if (d.name == s) {
+      out = d.type;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Strict decimal: digits only, no sign, no leading zeros (except "0"), fits in int64.
+bool parse_decimal(std::string_view s, std::int64_t& out) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+// Number of bytes a tensor of `shape` and `type` needs; false on a negative dim or overflow.
+bool byte_size(const std::vector<std::int64_t>& shape, dtype type, std::uint64_t& out) {
+  std::uint64_t n = dtype_size(type);
+  for (std::int64_t d : shape) {
+    if (d < 0) return false;
+    const auto ud = static_cast<std::uint64_t>(d);
+    if (ud != 0 && n > std::numeric_limits<std::uint64_t>::max() / ud) return false;
+    n *= ud;
+  }
+  out = n;
+  return true;
+}
+
+std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+std::string hex16(std::uint64_t v) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s(digest_hex_len, '0');
+  for (std::size_t i = 0; i < digest_hex_len; ++i) {
+    s[digest_hex_len - 1 - i] = digits[v & 0xf];
+    v >>= 4;
+  }
+  return s;
+}
+
+// xxh64 of `bytes` as if the 16 characters at `hex_pos` were all '0'.
+std::uint64_t digest_with_hole(std::string_view bytes, std::size_t hex_pos) {
+  static constexpr char zeros[digest_hex_len + 1] = "0000000000000000";
+  XXH64_state_t* st = XXH64_createState();
+  XXH64_reset(st, 0);
+  XXH64_update(st, bytes.data(), hex_pos);
+  XXH64_update(st, zeros, digest_hex_len);
+  XXH64_update(st, bytes.data() + hex_pos + digest_hex_len,
+               bytes.size() - hex_pos - digest_hex_len);
+  const std::uint64_t h = XXH64_digest(st);
+  XXH64_freeState(st);
+  return h;
+}
+
+std::uint64_t read_le64(std::string_view b) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(b[static_cast<std::size_t>(i)]);
+  return v;
+}
+
+// A verified file: metadata plus where each tensor lives. Tensor bytes are not copied, so
+// checkpoint_digest can verify without doubling memory.
+struct entry {
+  std::string name;
+  dtype type;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin, end;  // relative to the data buffer
+};
+struct parsed {
+  std::map<std::string, std::string> metadata;
+  std::vector<entry> entries;  // in data order
+  std::size_t data_start = 0;
+};
+
+result<std::int64_t> json_offset(const ojson& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      return make_error("offset " + std::to_string(u) + " is out of range");
+    }
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return make_error("offset " + v.dump() + " is negative");
+  return make_error("offset " + v.dump() + " is not an integer");
+}
+
+result<entry> parse_entry(const std::string& name, const ojson& v) {
+  if (!v.is_object()) return make_error("expected an object, got " + std::string(v.type_name()));
+  entry e{name, dtype::f32, {}, 0, 0};
+  for (const auto& [k, _] : v.items()) {
+    if (k != "dtype" && k != "shape" && k != "data_offsets") {
+      return make_error("unknown field " + in_quotes(k));
+    }
+  }
+  const auto dt = v.find("dtype");
+  if (dt == v.end()) return make_error("missing \"dtype\"");
+  if (!dt->is_string()) return make_error("\"dtype\" is not a string");
+  if (!parse_dtype(dt->get_ref<const std::string&>(), e.type)) {
+    return make_error("unknown dtype " + dt->dump());
+  }
+  const auto sh = v.find("shape");
+  if (sh == v.end()) return make_error("missing \"shape\"");
+  if (!sh->is_array()) return make_error("\"shape\" is not an array");
+  for (const auto& d : *sh) {
+    if (d.is_number_unsigned()) {
+      const auto u = d.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        return make_error("shape dimension " + d.dump() + " is out of range");
+      }
+      e.shape.push_back(static_cast<std::int64_t>(u));
+    } else if (d.is_number_integer()) {
+      return make_error("shape dimension " + d.dump() + " is negative");
+    } else {
+      return make_error("shape dimension " + d.dump() + " is not an integer");
+    }
+  }
+  const auto off = v.find("data_offsets");
+  if (off == v.end()) return make_error("missing \"data_offsets\"");
+  if (!off->is_array() || off->size() != 2) {
+    return make_error("\"data_offsets\" is not an array of two integers");
+  }
+  auto b = json_offset((*off)[0]);
+  if (!b) return make_error("data_offsets: " + b.error().message);
+  auto en = json_offset((*off)[1]);
+  if (!en) return make_error("data_offsets: " + en.error().message);
+  if (*en < *b) {
+    return make_error("data_offsets [" + std::to_string(*b) + ", " + std::to_string(*en) +
+                      "] end before they begin");
+  }
+  e.begin = static_cast<std::uint64_t>(*b);
+  e.end = static_cast<std::uint64_t>(*en);
+  std::uint64_t need = 0;
+  if (!byte_size(e.shape, e.type, need)) {
+    return make_error("shape " + sh->dump() + " overflows");
+  }
+  if (need != e.end - e.begin) {
+    return make_error("shape " + sh->dump() + " of " + std::string(to_string(e.type)) + " needs " +
+                      std::to_string(need) + " bytes but data_offsets [" + std::to_string(e.begin) +
+                      ", " + std::to_string(e.end) + "] hold " + std::to_string(e.end - e.begin));
+  }
+  return e;
+}
+
+result<parsed> parse_file(std::string_view bytes, std::string_view what) {
+  const auto fail = [&](const std::string& msg) -> error {
+    return make_error(std::string(what) + ": " + msg);
+  };
+  if (bytes.size() < 8) {
+    return fail("file is " + std::to_string(bytes.size()) +
+                " bytes, shorter than the 8-byte header length");
+  }
+  const std::uint64_t n = read_le64(bytes);
+  if (n > max_header_bytes) {
+    return fail("header length " + std::to_string(n) + " at byte 0 exceeds the limit of " +
+                std::to_string(max_header_bytes));
+  }
+  if (n > bytes.size() - 8) {
+    return fail("header length " + std::to_string(n) +
+                " at byte 0 runs past the end of the file (" + std::to_string(bytes.size()) +
+                " bytes)");
+  }
+  const std::string_view header = bytes.substr(8, n);
+  auto doc = detail::parse_json_guarded<ojson>(header, max_header_depth, 8);
+  if (!doc) return fail("header: " + doc.error().message);
+  if (!doc->is_object()) {
+    return fail("header at byte 8 is a JSON " + std::string(doc->type_name()) +
+                ", expected an object");
+  }
+
+  parsed p;
+  p.data_start = 8 + static_cast<std::size_t>(n);
+  bool have_metadata = false;
+  for (const auto& [key, value] : doc->items()) {
+    if (key == "__metadata__") {
+      have_metadata = true;
+      if (!value.is_object()) return fail("__metadata__ is not an object");
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string())
+          return fail("__metadata__ value " + in_quotes(mk) + " is not a string");
+        p.metadata.emplace(mk, mv.get<std::string>());
+      }
+      continue;
+    }
+    auto e = parse_entry(key, value);
+    if (!e) return fail("tensor " + in_quotes(key) + ": " + e.error().message);
+    p.entries.push_back(std::move(*e));
+  }
+  if (!have_metadata) return fail("header has no __metadata__");
+
+  // Version first: a future version may compute its digest differently.
+  const auto meta_get = [&](const char* k) -> const std::string* {
+    auto it = p.metadata.find(k);
+    return it == p.metadata.end() ? nullptr : &it->second;
+  };
+  const std::string* fmt = meta_get(meta::format);
+  if (fmt == nullptr) return fail("metadata has no \"format\" (not a baton checkpoint)");
+  if (*fmt != format_name)
+    return fail("metadata format " + in_quotes(*fmt) + " is not " + in_quotes(format_name));
+  const std::string* ver = meta_get(meta::format_version);
+  if (ver == nullptr) return fail("metadata has no \"format_version\"");
+  std::int64_t version = 0;
+  if (!parse_decimal(*ver, version))
+    return fail("metadata format_version " + in_quotes(*ver) + " is not a number");
+  if (version != checkpoint_format_version) {
+    return fail("unsupported checkpoint format version " + std::to_string(version) +
+                " (this build reads " + std::to_string(checkpoint_format_version) + ")");
+  }
+
+  const std::string* dig = meta_get(meta::digest);
+  if (dig == nullptr) return fail("metadata has no \"digest\"");
+  const std::string_view dv = *dig;
+  if (dv.size() != std::strlen(digest_prefix) + digest_hex_len || dv.rfind(digest_prefix, 0) != 0 ||
+      !std::all_of(dv.begin() + 6, dv.end(),
+                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+    return fail("metadata digest " + in_quotes(dv) +
+                " is not \"xxh64:\" and 16 lowercase hex digits");
+  }
+  // The digest covers the whole file with its own hex digits read as zeros; the value must occur
+  // exactly once in the header or which digits are "its own" would be ambiguous.
+  const std::string needle = in_quotes(dv);
+  const std::size_t pos = header.find(needle);
+  if (pos == std::string_view::npos) {
+    return fail("metadata digest is escaped in the header; cannot locate it");
+  }
+  if (header.find(needle, pos + 1) != std::string_view::npos) {
+    return fail("metadata digest value occurs more than once in the header");
+  }
+  const std::size_t hex_pos = 8 + pos + 1 + std::strlen(digest_prefix);
+  const std::string actual = hex16(digest_with_hole(bytes, hex_pos));
+  if (actual != dv.substr(6)) {
+    return fail("digest mismatch: file says " + std::string(dv) +
+                ", content hashes to xxh64:" + actual + " (corrupt or modified file)");
+  }
+
+  const std::string* step = meta_get(meta::step);
+  std::int64_t step_value = 0;
+  if (step == nullptr) return fail("metadata has no \"step\"");
+  if (!parse_decimal(*step, step_value)) {
+    return fail("metadata step " + in_quotes(*step) + " is not a non-negative integer");
+  }
+
+  // Layout: tensors must tile the data buffer exactly, as strict safetensors readers require.
+  std::stable_sort(p.entries.begin(), p.entries.end(), [](const entry& a, const entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const std::uint64_t data_size = bytes.size() - p.data_start;
+  std::uint64_t at = 0;
+  for (const auto& e : p.entries) {
+    if (e.begin != at) {
+      return fail(
+          "tensor " + in_quotes(e.name) + " starts at data byte " + std::to_string(e.begin) +
+          " (file byte " + std::to_string(p.data_start + e.begin) + ") but the previous " +
+          "tensor ends at " + std::to_string(at) + (e.begin < at ? " (overlap)" : " (gap)"));
+    }
+    if (e.end > data_size) {
+      return fail("tensor " + in_quotes(e.name) + " data_offsets end " + std::to_string(e.end) +
+                  " is past the end of the data buffer (" + std::to_string(data_size) + " bytes)");
+    }
+    at = e.end;
+  }
+  if (at != data_size) {
+    return fail(std::to_string(data_size - at) +
+                " trailing bytes after the last tensor, at file byte " +
+                std::to_string(p.data_start + at));
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string_view to_string(dtype t) {
+  for (const auto& d : dtype_table) {
+    if (d.type == t) return d.name;
+  }
+  return "?";
+}
+
+std::size_t dtype_size(dtype t) {
+  for (const auto& d : dtype_table) {
+    if (d.type == t) return d.size;
+  }
+  return 0;
+}
+
+const tensor* checkpoint::find(std::string_view name) const {
+  for (const auto& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::int64_t checkpoint::step() const {
+  auto it = metadata.find(meta::step);
+  std::int64_t v = 0;
+  if (it == metadata.end() || !parse_decimal(it->second, v)) return 0;
+  return v;
+}
+
+result<std::string> encode_checkpoint(const checkpoint& c) {
+  auto it = c.metadata.find(meta::step);
+  std::int64_t step = 0;
+  if (it == c.metadata.end()) return make_error("checkpoint metadata has no \"step\"");
+  if (!parse_decimal(it->second, step)) {
+    return make_error("checkpoint metadata step " + in_quotes(it->second) +
+                      " is not a non-negative integer");
+  }
+
+  ojson header = ojson::object();
+  ojson md = ojson::object();
+  // Digest first, so its position in the file is fixed and nothing in user metadata precedes it.
+  md[meta::digest] = std::string(digest_prefix) + std::string(digest_hex_len, '0');
+  md[meta::format] = format_name;
+  md[meta::format_version] = std::to_string(checkpoint_format_version);
+  for (const auto& [k, v] : c.metadata) {
+    if (k == meta::digest || k == meta::format || k == meta::format_version) continue;
+    md[k] = v;
+  }
+  header["__metadata__"] = std::move(md);
+
+  std::uint64_t offset = 0;
+  std::set<std::string_view> names;
+  for (const auto& t : c.tensors) {
+    if (t.name.empty()) return make_error("checkpoint has a tensor with an empty name");
+    if (t.name == "__metadata__") return make_error("a tensor cannot be named \"__metadata__\"");
+    if (!names.insert(t.name).second) return make_error("duplicate tensor " + in_quotes(t.name));
+    std::uint64_t need = 0;
+    if (dtype_size(t.type) == 0 || !byte_size(t.shape, t.type, need)) {
+      return make_error("tensor " + in_quotes(t.name) + " has an invalid dtype or shape");
+    }
+    if (need != t.bytes.size()) {
+      return make_error("tensor " + in_quotes(t.name) + ": shape needs " + std::to_string(need) +
+                        " bytes of " + std::string(to_string(t.type)) + " but it holds " +
+                        std::to_string(t.bytes.size()));
+    }
+    header[t.name] = {{"dtype", to_string(t.type)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + need}}};
+    offset += need;
+  }
+
+  std::string json;
+  try {
+    json = header.dump(-1, ' ', false, ojson::error_handler_t::strict);
+  } catch (const ojson::exception& e) {
+    return make_error(std::string("checkpoint metadata or tensor name is not valid UTF-8: ") +
+                      e.what());
+  }
+  json.append((8 - json.size() % 8) % 8, ' ');
+
+  std::string out;
+  out.reserve(8 + json.size() + offset);
+  std::uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out += json;
+  for (const auto& t : c.tensors) out += t.bytes;
+
+  const std::string hole = std::string("{\"__metadata__\":{\"digest\":\"") + digest_prefix;
+  const std::size_t hex_pos = 8 + hole.size();
+  if (out.compare(8, hole.size(), hole) != 0) {
+    return make_error("internal error: checkpoint header does not start with the digest");
+  }
+  out.replace(hex_pos, digest_hex_len, hex16(digest_with_hole(out, hex_pos)));
+  return out;
+}
+
+result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view what) {
+  auto p = parse_file(bytes, what);
+  if (!p) return p.error();
+  checkpoint c;
+  c.metadata = std::move(p->metadata);
+  c.tensors.reserve(p->entries.size());
+  for (auto& e : p->entries) {
+    tensor t;
+    t.name = std::move(e.name);
+    t.type = e.type;
+    t.shape = std::move(e.shape);
+    t.bytes.assign(bytes.substr(p->data_start + e.begin, e.end - e.begin));
+    c.tensors.push_back(std::move(t));
+  }
+  return c;
+}
+
+result<std::string> checkpoint_digest(std::string_view bytes) {
+  auto p = parse_file(bytes, "checkpoint");
+  if (!p) return p.error();
+  return p->metadata.at(meta::digest);
+}
+
+}  // namespace baton::protocol

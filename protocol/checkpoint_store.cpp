@@ -1,0 +1,160 @@
+#include "protocol/checkpoint_store.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <string_view>
+
+namespace baton::protocol {
+
+namespace {
+
+constexpr std::string_view prefix = "ckpt-";
+constexpr std::string_view suffix = ".safetensors";
+constexpr std::string_view temp_marker = ".tmp-";
+
+// Step encoded in a checkpoint file name, or nullopt for anything else (temp files included).
+std::optional<std::int64_t> step_of(std::string_view name) {
+  if (name.size() < prefix.size() + 12 + suffix.size()) return std::nullopt;
+  if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  if (name.substr(name.size() - suffix.size()) != suffix) return std::nullopt;
+  const std::string_view digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  std::int64_t step = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (ec != std::errc() || p != digits.data() + digits.size()) return std::nullopt;
+  return step;
+}
+
+// Step of the checkpoint a temp file was going to become ("ckpt-...safetensors.tmp-...").
+std::optional<std::int64_t> temp_step_of(std::string_view name) {
+  const auto at = name.find(temp_marker);
+  if (at == std::string_view::npos) return std::nullopt;
+  return step_of(name.substr(0, at));
+}
+
+struct entry {
+  std::int64_t step;
+  std::filesystem::path path;
+};
+
+}  // namespace
+
+checkpoint_store::checkpoint_store(env& e, std::filesystem::path dir, int keep)
+    : env_(e), dir_(std::move(dir)), keep_(std::max(keep, 1)) {}
+
+std::filesystem::path checkpoint_store::path_for_step(std::int64_t step) const {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ckpt-%012lld.safetensors", static_cast<long long>(step));
+  return dir_ / buf;
+}
+
+result<std::vector<std::filesystem::path>> checkpoint_store::list() const {
+  if (!env_.file_exists(dir_)) return std::vector<std::filesystem::path>{};
+  auto names = env_.list_dir(dir_);
+  if (!names) return names.error();
+  std::vector<entry> found;
+  for (const auto& n : *names) {
+    if (auto s = step_of(n)) found.push_back({*s, dir_ / n});
+  }
+  // By step, not by name: a step past 12 digits still sorts after the others.
+  std::sort(found.begin(), found.end(), [](const entry& a, const entry& b) {
+    return a.step != b.step ? a.step < b.step : a.path < b.path;
+  });
+  std::vector<std::filesystem::path> out;
+  out.reserve(found.size());
+  for (auto& f : found) out.push_back(std::move(f.path));
+  return out;
+}
+
+result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {
+  const std::int64_t step = c.step();
+  auto bytes = encode_checkpoint(c);
+  if (!bytes) return with_context("checkpoint for step " + std::to_string(step), bytes.error());
+  if (auto s = env_.create_dirs(dir_); !s) return s.error();
+  const auto path = path_for_step(step);
+
+  status written;
+  try {
+    written = write_file_atomic(env_, path, *bytes);
+  } catch (const std::exception& ex) {
+    // write_file_atomic cleans up after failures it returns, not after a throwing env (a test
+    // env, or bad_alloc); remove the temp file it left so nothing half-written stays behind.
+    written = make_error("writing " + path.string() + ": " + ex.what());
+    if (auto names = env_.list_dir(dir_)) {
+      const std::string stem = path.filename().string() + std::string(temp_marker);
+      for (const auto& n : *names) {
+        if (n.rfind(stem, 0) == 0) (void)env_.remove_file(dir_ / n);  // best effort, as above
+      }
+    }
+  }
+  if (!written) return written.error();
+
+  // Prune only after a durable save, and never the file just written (even if its step is
+  // older than files already here, e.g. after a job was rewound).
+  auto files = list();
+  if (!files) return with_context("saved " + path.string() + " but pruning failed", files.error());
+  std::vector<std::filesystem::path> others;
+  for (auto& f : *files) {
+    if (f != path) others.push_back(std::move(f));
+  }
+  const std::size_t keep_others = static_cast<std::size_t>(keep_ - 1);
+  if (others.size() > keep_others) {
+    for (std::size_t i = 0; i < others.size() - keep_others; ++i) {
+      if (auto s = env_.remove_file(others[i]); !s) {
+        return with_context("saved " + path.string() + " but pruning failed", s.error());
+      }
+    }
+  }
+  // Temp files for older steps can only be leftovers of a crashed writer: this one is newer.
+  if (auto names = env_.list_dir(dir_)) {
+    for (const auto& n : *names) {
+      if (auto s = temp_step_of(n); s && *s < step) {
+        if (auto r = env_.remove_file(dir_ / n); !r) {
+          return with_context("saved " + path.string() + " but removing a stale temp file failed",
+                              r.error());
+        }
+      }
+    }
+  }
+  return path;
+}
+
+result<std::optional<loaded_checkpoint>> checkpoint_store::load_newest() const {
+  auto files = list();
+  if (!files) return with_context("loading a checkpoint from " + dir_.string(), files.error());
+  if (files->empty()) return std::optional<loaded_checkpoint>{};
+  std::vector<std::string> rejected;
+  for (auto it = files->rbegin(); it != files->rend(); ++it) {
+    const std::string what = it->string();
+    auto bytes = env_.read_file(*it);
+    if (!bytes) {
+      rejected.push_back(what + ": " + bytes.error().message);
+      continue;
+    }
+    auto c = decode_checkpoint(*bytes, what);
+    if (!c) {
+      rejected.push_back(c.error().message);  // already starts with the path
+      continue;
+    }
+    const auto named = step_of(it->filename().string());
+    if (named && *named != c->step()) {
+      rejected.push_back(what + ": file name says step " + std::to_string(*named) +
+                         " but its metadata says step " + std::to_string(c->step()));
+      continue;
+    }
+    return std::optional<loaded_checkpoint>(
+        loaded_checkpoint{*it, std::move(*c), std::move(rejected)});
+  }
+  std::string msg = "no valid checkpoint in " + dir_.string() + " (" +
+                    std::to_string(files->size()) + " files, all rejected)";
+  for (const auto& r : rejected) msg += "; " + r;
+  return make_error(msg);
+}
+
+}  // namespace baton::protocol

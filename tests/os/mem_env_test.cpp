@@ -1,0 +1,92 @@
+#include "os/mem_env.h"
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+using baton::mem_env;
+
+TEST_CASE("mem_env writes, reads, renames and removes", "[unit][mem_env]") {
+  mem_env e;
+  REQUIRE(e.create_dirs("/a/b"));
+  CHECK(e.file_exists("/a"));
+  CHECK(e.file_exists("/a/b"));
+  auto f = e.new_writable_file("/a/b/x");
+  REQUIRE(f);
+  CHECK(e.file_exists("/a/b/x"));  // created at open, like O_CREAT
+  REQUIRE((*f)->append("hello "));
+  REQUIRE((*f)->append("world"));
+  REQUIRE((*f)->sync());
+  REQUIRE((*f)->close());
+  CHECK_FALSE((*f)->append("late"));  // closed files refuse writes
+  CHECK(e.read_file("/a/b/x").value() == "hello world");
+
+  REQUIRE(e.put("/a/b/y", "old"));
+  REQUIRE(e.rename_file("/a/b/x", "/a/b/y"));  // replaces
+  CHECK_FALSE(e.file_exists("/a/b/x"));
+  CHECK(e.read_file("/a/b/y").value() == "hello world");
+  CHECK(e.list_dir("/a").value() == std::vector<std::string>{"b"});
+  CHECK(e.list_dir("/a/b/").value() == std::vector<std::string>{"y"});
+  REQUIRE(e.remove_file("/a/b/y"));
+  CHECK(e.list_dir("/a/b").value().empty());
+  CHECK(e.files().empty());
+  REQUIRE(e.sync_dir("/a/b"));
+}
+
+TEST_CASE("mem_env reports missing paths like the OS does", "[unit][mem_env]") {
+  mem_env e;
+  auto r = e.read_file("/nope");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "open /nope: No such file or directory");
+  CHECK_FALSE(e.new_writable_file("/missing/dir/f"));
+  CHECK_FALSE(e.remove_file("/nope"));
+  CHECK_FALSE(e.rename_file("/nope", "/x"));
+  CHECK_FALSE(e.sync_dir("/missing"));
+  CHECK_FALSE(e.list_dir("/missing"));
+  REQUIRE(e.put("/f", "x"));
+  CHECK_FALSE(e.rename_file("/f", "/missing/g"));
+  CHECK(e.read_file("/f").value() == "x");  // a failed rename leaves the source
+  CHECK_FALSE(e.create_dirs("/f/sub"));     // a file is in the way
+}
+
+TEST_CASE("mem_env files keep writing to their inode after rename or truncate", "[unit][mem_env]") {
+  mem_env e;
+  auto f = e.new_writable_file("/t");
+  REQUIRE(f);
+  REQUIRE((*f)->append("ab"));
+  REQUIRE(e.rename_file("/t", "/u"));
+  REQUIRE((*f)->append("cd"));
+  CHECK(e.read_file("/u").value() == "abcd");
+  auto g = e.new_writable_file("/u");  // truncates by replacing the entry
+  REQUIRE(g);
+  REQUIRE((*f)->append("ef"));  // the old writer's bytes go to the unlinked inode
+  CHECK(e.read_file("/u").value() == "");
+}
+
+TEST_CASE("mem_env works with write_file_atomic", "[unit][mem_env]") {
+  mem_env e;
+  REQUIRE(e.create_dirs("/d"));
+  REQUIRE(baton::write_file_atomic(e, "/d/state", "one"));
+  REQUIRE(baton::write_file_atomic(e, "/d/state", "two"));
+  CHECK(e.files() == std::map<std::string, std::string>{{"/d/state", "two"}});
+  CHECK_FALSE(baton::write_file_atomic(e, "/nodir/state", "x"));
+}
+
+TEST_CASE("mem_env is safe to use from several threads", "[unit][mem_env]") {
+  mem_env e;
+  REQUIRE(e.create_dirs("/p"));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&e, t] {
+      for (int i = 0; i < 200; ++i) {
+        const std::string path = "/p/f" + std::to_string(t) + "-" + std::to_string(i % 5);
+        (void)baton::write_file_atomic(e, path, std::string(64, static_cast<char>('a' + t)));
+        (void)e.list_dir("/p");
+        (void)e.read_file(path);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto files = e.files();
+  CHECK(files.size() == 20);  // temp files all renamed away
+  for (const auto& [p, d] : files) CHECK(d.size() == 64);
+}

@@ -1,0 +1,292 @@
+#include "protocol/checkpoint_store.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "os/fault_env.h"
+#include "os/mem_env.h"
+
+using namespace baton::protocol;
+namespace fs = std::filesystem;
+
+namespace {
+
+checkpoint at_step(std::int64_t step, float value = 1.0f) {
+  checkpoint c;
+  c.metadata = {{"step", std::to_string(step)}, {"job", "j"}};
+  tensor t;
+  t.name = "w";
+  t.type = dtype::f32;
+  t.shape = {4};
+  const float v[4] = {value, value + 1, value + 2, value + 3};
+  t.bytes.assign(reinterpret_cast<const char*>(v), sizeof v);
+  c.tensors.push_back(std::move(t));
+  return c;
+}
+
+std::vector<std::string> names(baton::env& e, const fs::path& dir) {
+  auto n = e.list_dir(dir);
+  REQUIRE(n);
+  return *n;
+}
+
+const fs::path dir = "/jobs/a/checkpoints";
+
+}  // namespace
+
+TEST_CASE("checkpoint store names files by zero-padded step", "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 3);
+  CHECK(s.path_for_step(1234) == dir / "ckpt-000000001234.safetensors");
+  auto p = s.save(at_step(1234));
+  REQUIRE(p);
+  CHECK(*p == dir / "ckpt-000000001234.safetensors");
+  CHECK(names(e, dir) == std::vector<std::string>{"ckpt-000000001234.safetensors"});
+}
+
+TEST_CASE("checkpoint store keeps the newest K", "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 3);
+  for (int step : {10, 20, 30, 40, 50}) REQUIRE(s.save(at_step(step)));
+  auto l = s.list();
+  REQUIRE(l);
+  CHECK(*l == std::vector<fs::path>{s.path_for_step(30), s.path_for_step(40), s.path_for_step(50)});
+  auto newest = s.load_newest();
+  REQUIRE(newest);
+  REQUIRE(newest->has_value());
+  CHECK((*newest)->path == s.path_for_step(50));
+  CHECK((*newest)->data.step() == 50);
+  CHECK((*newest)->rejected.empty());
+}
+
+TEST_CASE("checkpoint store orders by step, not by name", "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 5);
+  REQUIRE(s.save(at_step(999999999999)));
+  REQUIRE(s.save(at_step(1000000000000)));  // 13 digits
+  auto newest = s.load_newest();
+  REQUIRE(newest);
+  CHECK((*newest)->data.step() == 1000000000000);
+}
+
+TEST_CASE("checkpoint store never prunes the file just written", "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 2);
+  for (int step : {10, 11, 12}) REQUIRE(s.save(at_step(step)));
+  REQUIRE(s.save(at_step(5)));  // a rewound job: older step, but it is the latest write
+  auto l = s.list();
+  REQUIRE(l);
+  CHECK(*l == std::vector<fs::path>{s.path_for_step(5), s.path_for_step(12)});
+
+  checkpoint_store one(e, "/jobs/b", 0);  // keep < 1 still keeps the one just written
+  REQUIRE(one.save(at_step(1)));
+  REQUIRE(one.save(at_step(2)));
+  CHECK(names(e, "/jobs/b") == std::vector<std::string>{"ckpt-000000000002.safetensors"});
+}
+
+TEST_CASE("checkpoint store replaces the same step", "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 3);
+  REQUIRE(s.save(at_step(7, 1.0f)));
+  REQUIRE(s.save(at_step(7, 100.0f)));
+  CHECK(names(e, dir) == std::vector<std::string>{"ckpt-000000000007.safetensors"});
+  auto newest = s.load_newest();
+  REQUIRE(newest);
+  CHECK((*newest)->data.find("w")->data_as<float>()[0] == 100.0f);
+}
+
+TEST_CASE("checkpoint store with no files loads nothing", "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store missing(e, "/no/such/dir", 3);
+  auto r = missing.load_newest();
+  REQUIRE(r);
+  CHECK_FALSE(r->has_value());
+  REQUIRE(e.create_dirs(dir));
+  REQUIRE(e.put(dir / "notes.txt", "not a checkpoint"));
+  checkpoint_store s(e, dir, 3);
+  auto r2 = s.load_newest();
+  REQUIRE(r2);
+  CHECK_FALSE(r2->has_value());
+}
+
+TEST_CASE("checkpoint store falls back past a corrupt newest file", "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 3);
+  REQUIRE(s.save(at_step(1)));
+  REQUIRE(s.save(at_step(2)));
+  REQUIRE(s.save(at_step(3)));
+  auto bytes = e.read_file(s.path_for_step(3));
+  REQUIRE(bytes);
+  std::string bad = *bytes;
+  bad[bad.size() - 3] ^= 0x10;
+  REQUIRE(e.put(s.path_for_step(3), bad));
+  REQUIRE(e.put(s.path_for_step(2), bytes->substr(0, 40)));  // truncated too
+
+  auto r = s.load_newest();
+  REQUIRE(r);
+  REQUIRE(r->has_value());
+  CHECK((*r)->data.step() == 1);
+  REQUIRE((*r)->rejected.size() == 2);
+  CHECK_THAT((*r)->rejected[0], Catch::StartsWith(s.path_for_step(3).string() + ": ") &&
+                                    Catch::Contains("digest mismatch"));
+  CHECK_THAT((*r)->rejected[1], Catch::StartsWith(s.path_for_step(2).string() + ": "));
+}
+
+TEST_CASE("checkpoint store rejects a file whose name and step disagree",
+          "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 3);
+  REQUIRE(s.save(at_step(1)));
+  auto other = encode_checkpoint(at_step(9));
+  REQUIRE(other);
+  REQUIRE(e.put(s.path_for_step(4), *other));
+  auto r = s.load_newest();
+  REQUIRE(r);
+  CHECK((*r)->data.step() == 1);
+  REQUIRE((*r)->rejected.size() == 1);
+  CHECK_THAT((*r)->rejected[0],
+             Catch::Contains("file name says step 4 but its metadata says step 9"));
+}
+
+TEST_CASE("checkpoint store with only corrupt files lists every reason",
+          "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 3);
+  REQUIRE(s.save(at_step(1)));
+  REQUIRE(s.save(at_step(2)));
+  REQUIRE(e.put(s.path_for_step(1), "garbage"));
+  REQUIRE(e.put(s.path_for_step(2), std::string(64, '\0')));
+  auto r = s.load_newest();
+  REQUIRE_FALSE(r);
+  const auto& m = r.error().message;
+  CHECK_THAT(m, Catch::Contains("no valid checkpoint in " + dir.string() + " (2 files"));
+  CHECK_THAT(m, Catch::Contains(s.path_for_step(1).string() + ": file is 7 bytes"));
+  CHECK_THAT(m, Catch::Contains(s.path_for_step(2).string() + ": "));
+}
+
+TEST_CASE("checkpoint store save failures leave the previous file intact",
+          "[unit][checkpoint_store]") {
+  baton::mem_env mem;
+  baton::fault_env e(mem);
+  checkpoint_store s(e, dir, 3);
+  REQUIRE(s.save(at_step(5)));
+  const auto old_path = s.path_for_step(5);
+  const auto before = mem.read_file(old_path);
+  REQUIRE(before);
+
+  const auto check_intact = [&] {
+    auto now = mem.read_file(old_path);
+    REQUIRE(now);
+    CHECK(*now == *before);  // byte-identical
+    CHECK(names(mem, dir) == std::vector<std::string>{old_path.filename().string()});  // no temps
+    auto r = s.load_newest();
+    REQUIRE(r);
+    CHECK((*r)->data.step() == 5);
+  };
+
+  SECTION("a write that throws halfway") {
+    e.throw_half_append_at(1);
+    // Same step: the target file itself would be clobbered by a non-atomic write.
+    auto r = s.save(at_step(5, 42.0f));
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("threw after"));
+    CHECK(e.faults_fired() == 1);
+    check_intact();
+  }
+  SECTION("no space left on append") {
+    e.fail_at(1, "No space left on device", false, baton::fault_env::op::append);
+    auto r = s.save(at_step(6));
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("No space left on device") &&
+                                      Catch::Contains(s.path_for_step(6).string()));
+    check_intact();
+  }
+  SECTION("fsync fails") {
+    e.fail_at(1, "Input/output error", false, baton::fault_env::op::sync);
+    auto r = s.save(at_step(5, 9.0f));
+    REQUIRE_FALSE(r);  // a failed fsync is a failed save, never reported as durable
+    CHECK_THAT(r.error().message,
+               Catch::Contains("fsync") && Catch::Contains("Input/output error"));
+    check_intact();
+  }
+  SECTION("rename fails") {
+    e.fail_at(1, "Permission denied", false, baton::fault_env::op::rename_file);
+    REQUIRE_FALSE(s.save(at_step(5, 3.0f)));
+    check_intact();
+  }
+  SECTION("open fails") {
+    e.fail_at(1, "Too many open files", false, baton::fault_env::op::new_writable_file);
+    REQUIRE_FALSE(s.save(at_step(6)));
+    check_intact();
+  }
+}
+
+TEST_CASE("checkpoint store reports a failed folder sync and does not prune",
+          "[unit][checkpoint_store]") {
+  baton::mem_env mem;
+  baton::fault_env e(mem);
+  checkpoint_store s(e, dir, 1);
+  REQUIRE(s.save(at_step(1)));
+  e.fail_at(1, "Input/output error", false, baton::fault_env::op::sync_dir);
+  auto r = s.save(at_step(2));
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("fsync folder"));
+  // The rename happened, but the new file may not survive a power cut: the old one must stay.
+  CHECK(mem.file_exists(s.path_for_step(1)));
+}
+
+TEST_CASE("checkpoint store reports a failed prune after a durable save",
+          "[unit][checkpoint_store]") {
+  baton::mem_env mem;
+  baton::fault_env e(mem);
+  checkpoint_store s(e, dir, 1);
+  REQUIRE(s.save(at_step(1)));
+  e.fail_at(1, "Permission denied", false, baton::fault_env::op::remove_file);
+  auto r = s.save(at_step(2));
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::StartsWith("saved " + s.path_for_step(2).string() + " but"));
+  auto l = s.load_newest();
+  REQUIRE(l);
+  CHECK((*l)->data.step() == 2);
+}
+
+TEST_CASE("checkpoint store removes stale temp files of older steps only",
+          "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 3);
+  REQUIRE(e.create_dirs(dir));
+  REQUIRE(e.put(dir / "ckpt-000000000001.safetensors.tmp-0123-4", "half"));
+  REQUIRE(e.put(dir / "ckpt-000000000009.safetensors.tmp-0123-5", "another writer"));
+  REQUIRE(s.save(at_step(2)));
+  CHECK(names(e, dir) == std::vector<std::string>{"ckpt-000000000002.safetensors",
+                                                  "ckpt-000000000009.safetensors.tmp-0123-5"});
+  auto l = s.list();  // temp files are never listed as checkpoints
+  REQUIRE(l);
+  CHECK(l->size() == 1);
+}
+
+TEST_CASE("checkpoint store rejects an invalid checkpoint before writing",
+          "[unit][checkpoint_store]") {
+  baton::mem_env e;
+  checkpoint_store s(e, dir, 3);
+  checkpoint c = at_step(3);
+  c.tensors[0].shape = {5};
+  auto r = s.save(c);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("\"w\""));
+  CHECK_FALSE(e.file_exists(dir / "ckpt-000000000003.safetensors"));
+}
+
+TEST_CASE("checkpoint store works on the real file system", "[unit][checkpoint_store]") {
+  auto& e = baton::env::default_env();
+  const auto root = fs::temp_directory_path() / "baton-ckpt-store-test";
+  fs::remove_all(root);
+  checkpoint_store s(e, root / "ckpts", 2);
+  for (int step : {1, 2, 3}) REQUIRE(s.save(at_step(step)));
+  CHECK(names(e, root / "ckpts") ==
+        std::vector<std::string>{"ckpt-000000000002.safetensors", "ckpt-000000000003.safetensors"});
+  auto r = s.load_newest();
+  REQUIRE(r);
+  CHECK((*r)->data.step() == 3);
+  fs::remove_all(root);
+}

@@ -1,0 +1,407 @@
+#include "protocol/checkpoint.h"
+
+#include <xxhash.h>
+
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+using namespace baton::protocol;
+
+static_assert(std::endian::native == std::endian::little, "tests build tensors in host order");
+
+namespace {
+
+template <class T>
+tensor make_tensor(std::string name, dtype type, std::vector<std::int64_t> shape,
+                   const std::vector<T>& values) {
+  tensor t;
+  t.name = std::move(name);
+  t.type = type;
+  t.shape = std::move(shape);
+  t.bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+  return t;
+}
+
+float f32_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
+double f64_bits(std::uint64_t b) { return std::bit_cast<double>(b); }
+
+checkpoint sample() {
+  checkpoint c;
+  c.metadata = {{"job", "demo"}, {"step", "1234"}, {"epoch", "3"}, {"note", "ünïcode \"quoted\""}};
+  c.tensors.push_back(make_tensor<float>(
+      "layers.0.kernel", dtype::f32, {2, 3},
+      {1.5f, -0.0f, std::numeric_limits<float>::infinity(), f32_bits(0x7fc00123),  // NaN payload
+       std::numeric_limits<float>::denorm_min(), -3.25f}));
+  c.tensors.push_back(make_tensor<double>("layers.0.bias", dtype::f64, {3},
+                                          {f64_bits(0xfff8000000000abcull), 1e-310, -2.0}));
+  c.tensors.push_back(make_tensor<std::int64_t>(
+      "data.order", dtype::i64, {4},
+      {std::numeric_limits<std::int64_t>::min(), -1, 0, std::numeric_limits<std::int64_t>::max()}));
+  c.tensors.push_back(
+      make_tensor<std::uint64_t>("rng.state", dtype::u64, {2}, {0xdeadbeefcafef00dull, ~0ull}));
+  c.tensors.push_back(make_tensor<double>("scalar.f64", dtype::f64, {}, {3.141592653589793}));
+  c.tensors.push_back(make_tensor<std::int64_t>("scalar.i64", dtype::i64, {}, {-42}));
+  c.tensors.push_back(make_tensor<float>("empty", dtype::f32, {0, 5}, {}));
+  c.tensors.push_back(make_tensor<std::int32_t>("i32", dtype::i32, {2}, {-7, 7}));
+  c.tensors.push_back(make_tensor<std::uint32_t>("u32", dtype::u32, {1}, {4000000000u}));
+  c.tensors.push_back(make_tensor<std::uint8_t>("u8", dtype::u8, {3}, {0, 128, 255}));
+  return c;
+}
+
+checkpoint small() {
+  checkpoint c;
+  c.metadata = {{"step", "7"}};
+  c.tensors.push_back(make_tensor<float>("w", dtype::f32, {2}, {1.0f, 2.0f}));
+  c.tensors.push_back(make_tensor<std::int64_t>("s", dtype::i64, {}, {9}));
+  return c;
+}
+
+std::string le64(std::uint64_t n) {
+  std::string s;
+  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  return s;
+}
+
+// Builds a file by hand with a correct digest, so each test reaches the check it is aimed at.
+// `tensors` is the header JSON after __metadata__ (starting with a comma, or empty).
+std::string craft(const std::string& metadata_fields, const std::string& tensors,
+                  const std::string& data) {
+  std::string header = R"({"__metadata__":{"digest":"xxh64:0000000000000000")" + metadata_fields +
+                       "}" + tensors + "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file = le64(header.size()) + header + data;
+  const auto pos = file.find("0000000000000000");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH64(file.data(), file.size(), 0)));
+  file.replace(pos, 16, hex);
+  return file;
+}
+
+const std::string good_meta = R"(,"format":"baton-checkpoint","format_version":"1","step":"3")";
+
+std::string decode_error(const std::string& bytes) {
+  auto r = decode_checkpoint(bytes, "/x/ckpt.safetensors");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.rfind("/x/ckpt.safetensors: ", 0) == 0);  // names the file
+  return r.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint round trip is bit-exact", "[unit][checkpoint]") {
+  const checkpoint c = sample();
+  auto bytes = encode_checkpoint(c);
+  REQUIRE(bytes);
+  auto d = decode_checkpoint(*bytes, "mem");
+  REQUIRE(d);
+  REQUIRE(d->tensors.size() == c.tensors.size());
+  for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+    INFO(c.tensors[i].name);
+    CHECK(d->tensors[i].name == c.tensors[i].name);
+    CHECK(d->tensors[i].type == c.tensors[i].type);
+    CHECK(d->tensors[i].shape == c.tensors[i].shape);
+    CHECK(d->tensors[i].bytes == c.tensors[i].bytes);
+  }
+  for (const auto& [k, v] : c.metadata) CHECK(d->metadata.at(k) == v);
+  CHECK(d->metadata.at("format") == "baton-checkpoint");
+  CHECK(d->metadata.at("format_version") == "1");
+  CHECK(d->step() == 1234);
+  REQUIRE(d->find("rng.state") != nullptr);
+  CHECK(d->find("rng.state")->data_as<std::uint64_t>()[1] == ~0ull);
+  CHECK(d->find("missing") == nullptr);
+  // Encoding is deterministic, so a re-encode of the decoded checkpoint is the same file.
+  auto again = encode_checkpoint(*d);
+  REQUIRE(again);
+  CHECK(*again == *bytes);
+}
+
+TEST_CASE("checkpoint digest is xxh64 over the file with its own digits zeroed",
+          "[unit][checkpoint]") {
+  auto bytes = encode_checkpoint(small());
+  REQUIRE(bytes);
+  auto dig = checkpoint_digest(*bytes);
+  REQUIRE(dig);
+  REQUIRE(dig->size() == 22);
+  CHECK(dig->rfind("xxh64:", 0) == 0);
+  std::string zeroed = *bytes;
+  const auto pos = zeroed.find(*dig);
+  REQUIRE(pos != std::string::npos);
+  zeroed.replace(pos + 6, 16, std::string(16, '0'));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH64(zeroed.data(), zeroed.size(), 0)));
+  CHECK(dig->substr(6) == hex);
+  auto d = decode_checkpoint(*bytes, "mem");
+  REQUIRE(d);
+  CHECK(d->metadata.at("digest") == *dig);
+  std::string bad = *bytes;
+  bad.back() ^= 1;
+  CHECK_FALSE(checkpoint_digest(bad));
+}
+
+TEST_CASE("encoded checkpoint is plain safetensors", "[unit][checkpoint]") {
+  const checkpoint c = sample();
+  auto bytes = encode_checkpoint(c);
+  REQUIRE(bytes);
+  // An independent reader, following the safetensors spec only.
+  REQUIRE(bytes->size() >= 8);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>((*bytes)[i]);
+  CHECK(n % 8 == 0);
+  REQUIRE(8 + n <= bytes->size());
+  CHECK((*bytes)[8] == '{');
+  const auto header = nlohmann::json::parse(bytes->substr(8, n));
+  const std::string data = bytes->substr(8 + n);
+  REQUIRE(header.contains("__metadata__"));
+  for (const auto& [k, v] : header["__metadata__"].items()) CHECK(v.is_string());
+  CHECK(header.size() == c.tensors.size() + 1);
+  std::uint64_t expect_begin = 0;
+  for (const auto& t : c.tensors) {
+    INFO(t.name);
+    REQUIRE(header.contains(t.name));
+    const auto& h = header[t.name];
+    CHECK(h["dtype"] == std::string(to_string(t.type)));
+    CHECK(h["shape"].get<std::vector<std::int64_t>>() == t.shape);
+    const auto b = h["data_offsets"][0].get<std::uint64_t>();
+    const auto e = h["data_offsets"][1].get<std::uint64_t>();
+    CHECK(b == expect_begin);  // contiguous, in the order given
+    CHECK(data.substr(b, e - b) == t.bytes);
+    expect_begin = e;
+  }
+  CHECK(expect_begin == data.size());  // the tensors cover the buffer exactly
+}
+
+TEST_CASE("checkpoint truncated at every byte offset is rejected", "[unit][checkpoint]") {
+  auto bytes = encode_checkpoint(small());
+  REQUIRE(bytes);
+  for (std::size_t len = 0; len < bytes->size(); ++len) {
+    INFO("length " << len);
+    auto r = decode_checkpoint(std::string_view(*bytes).substr(0, len), "t.safetensors");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.rfind("t.safetensors: ", 0) == 0);
+  }
+  CHECK(decode_checkpoint(*bytes, "t.safetensors"));
+}
+
+TEST_CASE("checkpoint with any single flipped bit is rejected", "[unit][checkpoint]") {
+  auto bytes = encode_checkpoint(sample());
+  REQUIRE(bytes);
+  std::mt19937_64 rng(20240611);
+  std::uniform_int_distribution<std::size_t> pos(0, bytes->size() - 1);
+  std::uniform_int_distribution<int> bit(0, 7);
+  for (int i = 0; i < 1000; ++i) {
+    std::string copy = *bytes;
+    const auto p = pos(rng);
+    const int b = bit(rng);
+    copy[p] = static_cast<char>(copy[p] ^ (1 << b));
+    INFO("byte " << p << " bit " << b);
+    REQUIRE_FALSE(decode_checkpoint(copy, "f"));
+  }
+}
+
+TEST_CASE("checkpoint lying headers are rejected with a clear message", "[unit][checkpoint]") {
+  const std::string f32x2 = R"(,"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  const std::string eight(8, '\x01');
+  // The crafted baseline itself is valid, so each case below fails for its own reason only.
+  REQUIRE(decode_checkpoint(craft(good_meta, f32x2, eight), "x"));
+
+  SECTION("shorter than the length prefix") {
+    CHECK_THAT(decode_error("abc"), Catch::Contains("3 bytes, shorter than the 8-byte"));
+  }
+  SECTION("header length past the end") {
+    CHECK_THAT(decode_error(le64(100) + "{}"),
+               Catch::Contains("header length 100 at byte 0 runs past"));
+  }
+  SECTION("header length over the cap") {
+    CHECK_THAT(decode_error(le64(1ull << 40) + "{}"), Catch::Contains("exceeds the limit"));
+    CHECK_THAT(decode_error(le64(~0ull) + "{}"), Catch::Contains("exceeds the limit"));
+  }
+  SECTION("header not JSON") {
+    CHECK_THAT(decode_error(le64(8) + "{\"a\":1,x"), Catch::Contains("invalid JSON at byte"));
+  }
+  SECTION("header not an object") {
+    CHECK_THAT(decode_error(le64(8) + "[1,2,3] "),
+               Catch::Contains("is a JSON array, expected an object"));
+  }
+  SECTION("header nested too deep") {
+    std::string deep = "{\"a\":" + std::string(200000, '[') + std::string(200000, ']') + "}";
+    CHECK_THAT(decode_error(le64(deep.size()) + deep), Catch::Contains("nesting deeper than"));
+  }
+  SECTION("duplicate key") {
+    CHECK_THAT(decode_error(craft(good_meta, f32x2 + f32x2, eight)),
+               Catch::Contains("duplicate key \"w\""));
+  }
+  SECTION("unknown dtype") {
+    CHECK_THAT(decode_error(craft(
+                   good_meta, R"(,"w":{"dtype":"F16","shape":[4],"data_offsets":[0,8]})", eight)),
+               Catch::Contains("tensor \"w\": unknown dtype \"F16\""));
+  }
+  SECTION("negative dimension") {
+    CHECK_THAT(decode_error(craft(
+                   good_meta, R"(,"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]})", eight)),
+               Catch::Contains("tensor \"w\": shape dimension -2 is negative"));
+  }
+  SECTION("shape product overflows") {
+    CHECK_THAT(
+        decode_error(craft(
+            good_meta,
+            R"(,"w":{"dtype":"F32","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,8]})",
+            eight)),
+        Catch::Contains("tensor \"w\": shape [4611686018427387904,4611686018427387904] overflows"));
+  }
+  SECTION("end before begin") {
+    CHECK_THAT(decode_error(craft(
+                   good_meta, R"(,"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]})", eight)),
+               Catch::Contains("tensor \"w\": data_offsets [8, 0] end before they begin"));
+  }
+  SECTION("size does not match shape") {
+    CHECK_THAT(decode_error(craft(
+                   good_meta, R"(,"w":{"dtype":"F64","shape":[2],"data_offsets":[0,8]})", eight)),
+               Catch::Contains(
+                   "tensor \"w\": shape [2] of F64 needs 16 bytes but data_offsets [0, 8] hold 8"));
+  }
+  SECTION("overlapping tensors") {
+    CHECK_THAT(
+        decode_error(craft(
+            good_meta,
+            R"(,"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]})",
+            eight)),
+        Catch::Contains("tensor \"b\" starts at data byte 4") && Catch::Contains(("(overlap)")));
+  }
+  SECTION("gap between tensors") {
+    CHECK_THAT(
+        decode_error(craft(
+            good_meta,
+            R"(,"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[2],"data_offsets":[6,8]})",
+            eight)),
+        Catch::Contains("tensor \"b\" starts at data byte 6") && Catch::Contains(("(gap)")));
+  }
+  SECTION("tensor past the end of the buffer") {
+    CHECK_THAT(
+        decode_error(
+            craft(good_meta, R"(,"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]})", eight)),
+        Catch::Contains(
+            "tensor \"w\" data_offsets end 16 is past the end of the data buffer (8 bytes)"));
+  }
+  SECTION("trailing bytes") {
+    CHECK_THAT(decode_error(craft(good_meta, f32x2, eight + "xyz")),
+               Catch::Contains("3 trailing bytes after the last tensor"));
+  }
+  SECTION("unknown tensor field") {
+    CHECK_THAT(
+        decode_error(craft(
+            good_meta, R"(,"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1})", eight)),
+        Catch::Contains("tensor \"w\": unknown field \"x\""));
+  }
+  SECTION("missing format") {
+    CHECK_THAT(decode_error(craft(R"(,"format_version":"1","step":"3")", f32x2, eight)),
+               Catch::Contains("no \"format\""));
+  }
+  SECTION("foreign format") {
+    CHECK_THAT(
+        decode_error(craft(R"(,"format":"pt","format_version":"1","step":"3")", f32x2, eight)),
+        Catch::Contains("metadata format \"pt\" is not \"baton-checkpoint\""));
+  }
+  SECTION("missing format version") {
+    CHECK_THAT(decode_error(craft(R"(,"format":"baton-checkpoint","step":"3")", f32x2, eight)),
+               Catch::Contains("no \"format_version\""));
+  }
+  SECTION("unknown format version") {
+    CHECK(decode_error(craft(R"(,"format":"baton-checkpoint","format_version":"7","step":"3")",
+                             f32x2, eight)) ==
+          "/x/ckpt.safetensors: unsupported checkpoint format version 7 (this build reads 1)");
+  }
+  SECTION("missing step") {
+    CHECK_THAT(
+        decode_error(craft(R"(,"format":"baton-checkpoint","format_version":"1")", f32x2, eight)),
+        Catch::Contains("no \"step\""));
+  }
+  SECTION("invalid step") {
+    for (const char* s : {"-1", "abc", "", "01", "99999999999999999999", " 3"}) {
+      INFO(s);
+      CHECK_THAT(decode_error(craft(
+                     std::string(R"(,"format":"baton-checkpoint","format_version":"1","step":")") +
+                         s + "\"",
+                     f32x2, eight)),
+                 Catch::Contains("is not a non-negative integer"));
+    }
+  }
+  SECTION("metadata value not a string") {
+    CHECK_THAT(decode_error(craft(good_meta + R"(,"n":3)", f32x2, eight)),
+               Catch::Contains("__metadata__ value \"n\" is not a string"));
+  }
+  SECTION("digest mismatch") {
+    std::string f = craft(good_meta, f32x2, eight);
+    f.back() = '\x02';
+    CHECK_THAT(decode_error(f), Catch::Contains("digest mismatch"));
+  }
+  SECTION("digest missing or malformed") {
+    const std::string body =
+        R"({"__metadata__":{"format":"baton-checkpoint","format_version":"1","step":"3"}})";
+    CHECK_THAT(decode_error(le64(body.size()) + body), Catch::Contains("no \"digest\""));
+    const std::string bad =
+        R"({"__metadata__":{"digest":"md5:1","format":"baton-checkpoint","format_version":"1","step":"3"}})";
+    CHECK_THAT(decode_error(le64(bad.size()) + bad), Catch::Contains("is not \"xxh64:\""));
+  }
+}
+
+TEST_CASE("encode_checkpoint rejects inconsistent tensors", "[unit][checkpoint]") {
+  checkpoint c = small();
+  SECTION("size not matching shape") {
+    c.tensors[0].shape = {3};
+    auto r = encode_checkpoint(c);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message,
+               Catch::Contains("\"w\": shape needs 12 bytes of F32 but it holds 8"));
+  }
+  SECTION("negative dimension") {
+    c.tensors[0].shape = {-2};
+    REQUIRE_FALSE(encode_checkpoint(c));
+  }
+  SECTION("duplicate names") {
+    c.tensors.push_back(c.tensors[0]);
+    auto r = encode_checkpoint(c);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("duplicate tensor \"w\""));
+  }
+  SECTION("reserved name") {
+    c.tensors[0].name = "__metadata__";
+    REQUIRE_FALSE(encode_checkpoint(c));
+  }
+  SECTION("missing or invalid step") {
+    c.metadata.erase("step");
+    REQUIRE_FALSE(encode_checkpoint(c));
+    c.metadata["step"] = "-3";
+    REQUIRE_FALSE(encode_checkpoint(c));
+  }
+  SECTION("invalid UTF-8 in metadata") {
+    c.metadata["job"] = "\xff\xfe";
+    auto r = encode_checkpoint(c);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("UTF-8"));
+  }
+  SECTION("caller's digest and format are replaced, not trusted") {
+    c.metadata["digest"] = "xxh64:ffffffffffffffff";
+    c.metadata["format_version"] = "9";
+    auto r = encode_checkpoint(c);
+    REQUIRE(r);
+    auto d = decode_checkpoint(*r, "m");
+    REQUIRE(d);
+    CHECK(d->metadata.at("format_version") == "1");
+  }
+}
+
+TEST_CASE("dtype names and sizes follow safetensors", "[unit][checkpoint]") {
+  CHECK(to_string(dtype::f32) == "F32");
+  CHECK(to_string(dtype::i64) == "I64");
+  CHECK(to_string(dtype::u8) == "U8");
+  CHECK(dtype_size(dtype::f64) == 8);
+  CHECK(dtype_size(dtype::u32) == 4);
+  CHECK(dtype_size(dtype::u8) == 1);
+}
