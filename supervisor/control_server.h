@@ -56,7 +56,7 @@ class control_server {
   void stop();
 
   const std::filesystem::path& socket_path() const;
-  // Sessions currently open (serving and refusing).
+  // Sessions currently open (serving and refusing). Io thread only, like stop().
   std::size_t session_count() const;
 
  private:
