@@ -1,0 +1,42 @@
+// Who is on the other end of a local socket, and the user/group facts needed to decide whether
+// to talk to them: the control server asks the kernel for a connected peer's identity (SO_PEERCRED
+// and SO_PEERGROUPS on Linux) rather than trusting anything the peer says. Also the few calls
+// that give the control socket file its group. Implementations:
+// os/posix/peer_credentials_posix.cpp.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "protocol/status.h"
+
+namespace baton::os {
+
+#ifdef _WIN32
+using native_socket_handle = std::uintptr_t;
+#else
+using native_socket_handle = int;
+#endif
+
+// The identity of a connected peer as the kernel recorded it at connect() time.
+struct peer_credentials {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::int64_t pid = 0;
+  std::vector<std::uint32_t> groups;  // supplementary groups; may be empty where unsupported
+};
+
+result<peer_credentials> get_peer_credentials(native_socket_handle socket);
+
+// The effective uid of this process.
+std::uint32_t current_uid();
+
+// The gid of a named group; an error naming the group when it does not exist.
+result<std::uint32_t> find_group(const std::string& name);
+
+// Gives `path` the group `gid` (the owner is unchanged).
+status set_file_group(const std::filesystem::path& path, std::uint32_t gid);
+
+}  // namespace baton::os

@@ -1,0 +1,325 @@
+#include "supervisor/control_api.h"
+
+#include <charconv>
+#include <filesystem>
+#include <optional>
+#include <unordered_set>
+#include <vector>
+
+#include "protocol/status.h"
+
+namespace baton::supervisor {
+
+api_handler::~api_handler() = default;
+
+void throw_exception_from_error(const api_error& e, const boost::source_location&) {
+  throw error_exception(make_error(std::to_string(e.status) + " " + e.message));
+}
+
+api_response error_response(int status, std::string message) {
+  return api_response{status, nlohmann::json{{"error", std::move(message)}}};
+}
+
+api_response error_response(const api_error& e) { return error_response(e.status, e.message); }
+
+bool is_valid_job_id(std::string_view id) {
+  if (id.empty() || id.size() > 80 || id.front() == '.') return false;
+  for (char c : id) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string_view call_name(const api_call& call) {
+  static constexpr std::string_view names[] = {"submit", "list",   "status",
+                                               "logs",   "cancel", "health"};
+  return names[call.index()];
+}
+
+namespace {
+
+api_error bad_request(std::string message) { return api_error{400, std::move(message)}; }
+
+// First pass over a document: syntax, nesting depth and duplicate keys, building nothing. The
+// parser itself is iterative, so a hostile "[[[[..." costs one counter, not a stack frame per
+// level.
+class limit_checker {
+ public:
+  using json = nlohmann::json;
+  explicit limit_checker(int max_depth) : max_depth_(max_depth) {}
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const json::string_t&) { return true; }
+  bool string(json::string_t&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return push(); }
+  bool start_array(std::size_t) { return push(); }
+  bool end_object() { return pop(); }
+  bool end_array() { return pop(); }
+  bool key(json::string_t& k) {
+    auto& keys = frames_.back().keys;
+    if (!keys.insert(k).second) {
+      error_ = bad_request("duplicate key \"" + k + "\" in JSON body");
+      return false;
+    }
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    // what() reads "[json.exception.parse_error.101] parse error at line 1, column 5: <reason>";
+    // the byte offset says more than line/column for a one-line document, so keep the reason.
+    std::string reason = e.what();
+    if (const auto at = reason.find("parse error"); at != std::string::npos) {
+      if (const auto colon = reason.find(": ", at); colon != std::string::npos) {
+        reason = reason.substr(colon + 2);
+      }
+    }
+    error_ = bad_request("malformed JSON at byte " + std::to_string(position) + ": " + reason);
+    return false;
+  }
+
+  const std::optional<api_error>& error() const { return error_; }
+
+ private:
+  struct frame {
+    std::unordered_set<std::string> keys;  // stays empty for arrays
+  };
+
+  bool push() {
+    if (static_cast<int>(frames_.size()) >= max_depth_) {
+      error_ = bad_request("JSON nested deeper than " + std::to_string(max_depth_) + " levels");
+      return false;
+    }
+    frames_.emplace_back();
+    return true;
+  }
+  bool pop() {
+    frames_.pop_back();
+    return true;
+  }
+
+  int max_depth_;
+  std::vector<frame> frames_;
+  std::optional<api_error> error_;
+};
+
+std::string_view json_type_name(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::json::value_t::number_float:
+      return "a number";
+    default:
+      return "binary data";
+  }
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto end = s.find(sep, start);
+    parts.push_back(s.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return parts;
+    start = end + 1;
+  }
+}
+
+bool is_blank(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+// The five resources of the API; `id` is filled for the per-job ones.
+enum class route { health, jobs, job, job_logs, job_cancel };
+
+struct matched_route {
+  route r;
+  std::string_view id;
+};
+
+std::optional<matched_route> match_route(std::string_view path) {
+  const auto seg = split(path.substr(1), '/');
+  if (seg.empty() || seg[0] != "v1") return std::nullopt;
+  if (seg.size() == 2 && seg[1] == "health") return matched_route{route::health, {}};
+  if (seg.size() < 2 || seg[1] != "jobs") return std::nullopt;
+  if (seg.size() == 2) return matched_route{route::jobs, {}};
+  if (seg.size() == 3) return matched_route{route::job, seg[2]};
+  if (seg.size() == 4 && seg[3] == "logs") return matched_route{route::job_logs, seg[2]};
+  if (seg.size() == 4 && seg[3] == "cancel") return matched_route{route::job_cancel, seg[2]};
+  return std::nullopt;
+}
+
+std::string_view allowed_methods(route r) {
+  switch (r) {
+    case route::jobs:
+      return "GET, POST";
+    case route::job_cancel:
+      return "POST";
+    default:
+      return "GET";
+  }
+}
+
+api_result<std::uint64_t> parse_offset(std::string_view text) {
+  std::uint64_t value = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return bad_request("bad offset '" + std::string(text) +
+                       "': expected a non-negative integer (bytes into the log)");
+  }
+  return value;
+}
+
+// Query parameters: only `offset`, only on the logs route; anything else is a client bug worth
+// reporting rather than ignoring.
+api_result<std::uint64_t> parse_query(std::string_view query, route r, std::string_view path) {
+  std::optional<std::uint64_t> offset;
+  if (query.empty()) return 0;
+  for (const auto param : split(query, '&')) {
+    if (param.empty()) continue;
+    const auto eq = param.find('=');
+    const auto key = param.substr(0, eq);
+    const auto value = eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
+    if (r != route::job_logs || key != "offset") {
+      return bad_request("unknown query parameter '" + std::string(key) + "' for " +
+                         std::string(path));
+    }
+    if (offset) return bad_request("query parameter 'offset' given twice");
+    auto v = parse_offset(value);
+    if (!v) return v.error();
+    offset = *v;
+  }
+  return offset.value_or(0);
+}
+
+api_result<api_call> parse_submit(const api_request& request) {
+  if (is_blank(request.body)) {
+    return bad_request(
+        "empty request body: POST /v1/jobs expects {\"spec\": {...}, \"base_dir\": \"/abs/dir\"}");
+  }
+  auto doc = parse_json_limited(request.body);
+  if (!doc) return doc.error();
+  if (!doc->is_object()) {
+    return bad_request("request body must be a JSON object, got " +
+                       std::string(json_type_name(*doc)));
+  }
+  for (const auto& [key, value] : doc->items()) {
+    if (key != "spec" && key != "base_dir") {
+      return bad_request("unknown field '" + key + "' in request body (expected spec, base_dir)");
+    }
+  }
+  const auto spec = doc->find("spec");
+  if (spec == doc->end()) return bad_request("missing field 'spec'");
+  if (!spec->is_object()) {
+    return bad_request("field 'spec' must be an object, got " + std::string(json_type_name(*spec)));
+  }
+  const auto base = doc->find("base_dir");
+  if (base == doc->end()) return bad_request("missing field 'base_dir'");
+  if (!base->is_string()) {
+    return bad_request("field 'base_dir' must be a string, got " +
+                       std::string(json_type_name(*base)));
+  }
+  auto base_dir = base->get<std::string>();
+  if (!std::filesystem::path(base_dir).is_absolute()) {
+    return bad_request("field 'base_dir' must be an absolute path, got '" + base_dir + "'");
+  }
+  return submit_call{std::move(*spec), std::move(base_dir), request.peer_uid};
+}
+
+}  // namespace
+
+api_result<nlohmann::json> parse_json_limited(std::string_view text, int max_depth) {
+  limit_checker checker(max_depth);
+  const bool ok = nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json,
+                                            /*strict=*/true);
+  if (!ok) {
+    if (checker.error()) return *checker.error();
+    return bad_request("malformed JSON");  // sax_parse reports every failure through the checker
+  }
+  // Validated: this parse cannot fail, and it never throws on a checked document.
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+api_result<api_call> parse_api_request(const api_request& request) {
+  if (request.body.size() > max_request_body_bytes) {
+    return api_error{413, "request body is " + std::to_string(request.body.size()) +
+                              " bytes; the limit is " + std::to_string(max_request_body_bytes)};
+  }
+  const std::string_view target = request.target;
+  if (target.empty() || target.front() != '/') {
+    return bad_request("request target must be a path starting with '/', got '" + request.target +
+                       "'");
+  }
+  const auto qmark = target.find('?');
+  const auto path = target.substr(0, qmark);
+  const auto query =
+      qmark == std::string_view::npos ? std::string_view{} : target.substr(qmark + 1);
+
+  const auto matched = match_route(path);
+  if (!matched) return api_error{404, "unknown route " + std::string(path)};
+  const route r = matched->r;
+
+  const auto& m = request.method;
+  const bool method_ok = (r == route::jobs && (m == "GET" || m == "POST")) ||
+                         (r == route::job_cancel && m == "POST") ||
+                         (r != route::jobs && r != route::job_cancel && m == "GET");
+  if (!method_ok) {
+    return api_error{405, "method " + m + " not allowed on " + std::string(path) +
+                              " (allowed: " + std::string(allowed_methods(r)) + ")"};
+  }
+  if (r == route::job || r == route::job_logs || r == route::job_cancel) {
+    if (!is_valid_job_id(matched->id)) {
+      return bad_request("invalid job id '" + std::string(matched->id) +
+                         "': expected 1 to 80 characters of A-Z a-z 0-9 . _ - not starting "
+                         "with '.'");
+    }
+  }
+  auto offset = parse_query(query, r, path);
+  if (!offset) return offset.error();
+
+  if (m == "GET" && !request.body.empty()) {
+    return bad_request("GET " + std::string(path) + " takes no request body");
+  }
+  const std::string id(matched->id);
+  switch (r) {
+    case route::health:
+      return health_call{};
+    case route::jobs:
+      if (m == "GET") return list_call{};
+      return parse_submit(request);
+    case route::job:
+      return status_call{id};
+    case route::job_logs:
+      return logs_call{id, *offset};
+    case route::job_cancel: {
+      // No fields yet; an empty object is accepted so clients may always send JSON.
+      if (!is_blank(request.body)) {
+        auto doc = parse_json_limited(request.body);
+        if (!doc) return doc.error();
+        if (!doc->is_object() || !doc->empty()) {
+          return bad_request("POST " + std::string(path) +
+                             " takes no request body (or an empty object)");
+        }
+      }
+      return cancel_call{id};
+    }
+  }
+  return api_error{500, "unhandled route"};
+}
+
+}  // namespace baton::supervisor

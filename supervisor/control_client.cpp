@@ -1,0 +1,140 @@
+#include "supervisor/control_client.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <optional>
+#include <string>
+
+namespace baton::supervisor::control_client {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using local = asio::local::stream_protocol;
+using error_code = boost::system::error_code;
+
+namespace {
+
+// One exchange on a private io_context. Asynchronous inside so a single basic_stream deadline
+// bounds connect, write and read together.
+class exchange {
+ public:
+  exchange(const std::filesystem::path& path, http::request<http::string_body> request,
+           std::chrono::milliseconds timeout)
+      : path_(path), stream_(io_), request_(std::move(request)), timeout_(timeout) {}
+
+  result<api_response> run() {
+    parser_.body_limit(max_response_bytes);
+    stream_.expires_after(timeout_);
+    stream_.async_connect(local::endpoint(path_.string()),
+                          [this](error_code ec) { on_connect(ec); });
+    io_.run();
+    if (failure_) return *failure_;
+    return to_response();
+  }
+
+ private:
+  void on_connect(error_code ec) {
+    if (ec) {
+      std::string hint;
+      if (ec == asio::error::not_found || ec == boost::system::errc::no_such_file_or_directory ||
+          ec == asio::error::connection_refused) {
+        hint = " (is `baton serve` running?)";
+      } else if (ec == asio::error::access_denied || ec == boost::system::errc::permission_denied) {
+        hint = " (is your user in the daemon's group?)";
+      } else if (ec == beast::error::timeout) {
+        return fail("cannot connect to baton daemon at " + path_.string() + ": timed out after " +
+                    std::to_string(timeout_.count()) + " ms");
+      }
+      return fail("cannot connect to baton daemon at " + path_.string() + ": " + ec.message() +
+                  hint);
+    }
+    http::async_write(stream_, request_, [this](error_code wec, std::size_t) { on_write(wec); });
+  }
+
+  void on_write(error_code ec) {
+    if (ec == beast::error::timeout) return timed_out();
+    // The daemon may answer and close before reading all we sent (a 413 or a refusal): the write
+    // then fails with a broken pipe, but the answer is waiting to be read.
+    write_error_ = ec;
+    http::async_read(stream_, buffer_, parser_,
+                     [this](error_code rec, std::size_t) { on_read(rec); });
+  }
+
+  void on_read(error_code ec) {
+    if (ec == beast::error::timeout) return timed_out();
+    if (ec) {
+      const auto& cause = write_error_ ? write_error_ : ec;
+      return fail("talking to baton daemon at " + path_.string() + ": " + cause.message());
+    }
+    error_code ignored;
+    stream_.socket().shutdown(local::socket::shutdown_both, ignored);
+  }
+
+  void timed_out() {
+    fail("baton daemon at " + path_.string() + " did not answer within " +
+         std::to_string(timeout_.count()) + " ms");
+  }
+
+  void fail(std::string message) { failure_ = make_error(std::move(message)); }
+
+  result<api_response> to_response() {
+    auto& res = parser_.get();
+    api_response out;
+    out.status = static_cast<int>(res.result_int());
+    if (res.body().empty()) {
+      out.body = nlohmann::json::object();
+      return out;
+    }
+    auto body = parse_json_limited(res.body());
+    if (!body) {
+      return make_error("baton daemon at " + path_.string() + " sent a malformed answer (HTTP " +
+                        std::to_string(out.status) + "): " + body.error().message);
+    }
+    out.body = std::move(*body);
+    return out;
+  }
+
+  std::filesystem::path path_;
+  asio::io_context io_;
+  beast::basic_stream<local> stream_;
+  http::request<http::string_body> request_;
+  std::chrono::milliseconds timeout_;
+  beast::flat_buffer buffer_;
+  http::response_parser<http::string_body> parser_;
+  error_code write_error_;
+  std::optional<error> failure_;
+};
+
+}  // namespace
+
+result<api_response> call(const std::filesystem::path& socket_path, std::string_view method,
+                          std::string_view target, const nlohmann::json& body,
+                          std::chrono::milliseconds timeout) {
+  if (socket_path.native().size() > 107) {
+    return make_error("socket path " + socket_path.string() + " is too long for a Unix socket (" +
+                      std::to_string(socket_path.native().size()) + " bytes, at most 107)");
+  }
+  http::request<http::string_body> request;
+  request.method_string(method);
+  request.target(target);
+  request.version(11);
+  request.set(http::field::host, "localhost");
+  request.set(http::field::user_agent, "baton-cli");
+  request.keep_alive(false);
+  if (!body.is_null()) {
+    request.set(http::field::content_type, "application/json");
+    request.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  request.prepare_payload();
+  try {
+    exchange x(socket_path, std::move(request), timeout);
+    return x.run();
+  } catch (const std::exception& e) {  // allocation failure inside Asio: a boundary, not a crash
+    return make_error("talking to baton daemon at " + socket_path.string() + ": " + e.what());
+  }
+}
+
+}  // namespace baton::supervisor::control_client

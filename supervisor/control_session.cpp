@@ -1,0 +1,183 @@
+#include "supervisor/control_session.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace baton::supervisor {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using error_code = boost::system::error_code;
+
+control_session::~control_session() = default;
+
+namespace {
+
+using stream_type = beast::basic_stream<asio::local::stream_protocol>;
+
+bool is_http_parse_error(const error_code& ec) {
+  return ec.category() == make_error_code(http::error::bad_method).category();
+}
+
+// The api_response on the wire: JSON plus a newline (for curl users), never throwing on bad
+// UTF-8 in a message the daemon built from user input.
+std::string render(const api_response& r) {
+  const auto& body = r.body.is_null() ? nlohmann::json::object() : r.body;
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+class http_session final : public control_session,
+                           public std::enable_shared_from_this<http_session> {
+ public:
+  http_session(socket_type socket, api_handler* handler, std::optional<api_response> refusal,
+               std::uint32_t peer_uid, const session_limits& limits,
+               std::function<void()> on_closed)
+      : stream_(std::move(socket)),
+        handler_(handler),
+        refusal_(std::move(refusal)),
+        peer_uid_(peer_uid),
+        limits_(limits),
+        on_closed_(std::move(on_closed)) {}
+
+  ~http_session() override {
+    if (on_closed_) {
+      try {
+        on_closed_();
+      } catch (...) {  // a destructor must not throw; the server's bookkeeping cannot fail anyway
+      }
+    }
+  }
+
+  void run() {
+    // Start on the stream's executor: the caller may be an accept handler on the same strand-less
+    // io_context, but going through dispatch keeps the threading rule in one place.
+    asio::dispatch(stream_.get_executor(),
+                   beast::bind_front_handler(&http_session::do_read, shared_from_this()));
+  }
+
+  void close() override {
+    error_code ignored;
+    stream_.socket().close(ignored);
+  }
+
+ private:
+  void do_read() {
+    parser_.emplace();
+    parser_->body_limit(limits_.body_limit);
+    parser_->header_limit(static_cast<std::uint32_t>(limits_.header_limit));
+    stream_.expires_after(limits_.read_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&http_session::on_read, shared_from_this()));
+  }
+
+  void on_read(error_code ec, std::size_t) {
+    try {
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+          ec == asio::error::operation_aborted) {
+        return shut_down();  // client done, stalled, or the server is stopping
+      }
+      if (ec == http::error::body_limit) {
+        return answer(error_response(413, "request body exceeds the limit of " +
+                                              std::to_string(limits_.body_limit) + " bytes"),
+                      false, 11);
+      }
+      if (ec == http::error::header_limit) {
+        return answer(error_response(413, "request header exceeds the limit of " +
+                                              std::to_string(limits_.header_limit) + " bytes"),
+                      false, 11);
+      }
+      if (ec && is_http_parse_error(ec) && ec != http::error::partial_message) {
+        return answer(error_response(400, "malformed HTTP request: " + ec.message()), false, 11);
+      }
+      if (ec) return shut_down();  // reset, partial message at EOF: nobody left to answer
+
+      auto& request = parser_->get();
+      if (refusal_) return answer(*refusal_, false, request.version());
+      const bool keep_alive = request.keep_alive();
+      const unsigned version = request.version();
+      api_request req{std::string(request.method_string()), std::string(request.target()),
+                      std::move(request.body()), peer_uid_};
+      answer(dispatch(req), keep_alive, version);
+    } catch (const std::exception&) {
+      shut_down();  // out of memory or similar: drop this client, keep the daemon
+    }
+  }
+
+  api_response dispatch(const api_request& req) {
+    auto call = parse_api_request(req);
+    if (!call) return error_response(call.error());
+    try {
+      return handler_->handle(*call);
+    } catch (const std::exception& e) {
+      return error_response(
+          500, std::string("internal error in ") + std::string(call_name(*call)) + ": " + e.what());
+    } catch (...) {
+      return error_response(500, "internal error in " + std::string(call_name(*call)));
+    }
+  }
+
+  void answer(const api_response& r, bool keep_alive, unsigned version) {
+    response_ = {};
+    response_.version(version == 10 ? 10 : 11);
+    const int status = r.status >= 100 && r.status <= 599 ? r.status : 500;
+    response_.result(static_cast<unsigned>(status));
+    response_.set(http::field::server, "baton");
+    response_.set(http::field::content_type, "application/json");
+    response_.keep_alive(keep_alive);
+    response_.body() = render(r);
+    response_.prepare_payload();
+    stream_.expires_after(limits_.read_timeout);
+    http::async_write(stream_, response_,
+                      beast::bind_front_handler(&http_session::on_write, shared_from_this()));
+  }
+
+  void on_write(error_code ec, std::size_t) {
+    if (ec || !response_.keep_alive()) return shut_down();
+    do_read();
+  }
+
+  void shut_down() {
+    error_code ignored;
+    stream_.socket().shutdown(socket_type::shutdown_send, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  stream_type stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> response_;  // alive until async_write completes
+  api_handler* handler_;
+  std::optional<api_response> refusal_;
+  std::uint32_t peer_uid_;
+  session_limits limits_;
+  std::function<void()> on_closed_;
+};
+
+}  // namespace
+
+std::shared_ptr<control_session> control_session::serve(socket_type socket, api_handler& handler,
+                                                        std::uint32_t peer_uid,
+                                                        const session_limits& limits,
+                                                        std::function<void()> on_closed) {
+  auto s = std::make_shared<http_session>(std::move(socket), &handler, std::nullopt, peer_uid,
+                                          limits, std::move(on_closed));
+  s->run();
+  return s;
+}
+
+std::shared_ptr<control_session> control_session::refuse(socket_type socket, api_response refusal,
+                                                         const session_limits& limits,
+                                                         std::function<void()> on_closed) {
+  auto s = std::make_shared<http_session>(std::move(socket), nullptr, std::move(refusal), 0, limits,
+                                          std::move(on_closed));
+  s->run();
+  return s;
+}
+
+}  // namespace baton::supervisor
