@@ -7,6 +7,7 @@
 #include "os/env.h"
 #include "protocol/job_spec.h"
 #include "protocol/version.h"
+#include "supervisor/run_command.h"
 
 namespace baton {
 
@@ -59,6 +60,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.footer("Exit codes: 0 ok, 1 failure, 2 invalid job config, 64 bad command line.\n");
   cli_context ctx{out, err, env::default_env()};
   add_validate_command(app, ctx);
+  add_run_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -257,7 +257,7 @@ result<job_record> job_record_from_json(const nlohmann::json& j) {
   return r;
 }
 
-void add_rss_sample(shard_record& shard, rss_point s) {
+void add_rss_point(shard_record& shard, rss_point s) {
   shard.peak_rss_bytes = std::max(shard.peak_rss_bytes, s.bytes);
   auto& curve = shard.rss;
   if (curve.size() >= 2) {

@@ -86,6 +86,6 @@ result<job_record> job_record_from_json(const nlohmann::json& j);
 
 // Adds a sample, halving the resolution (dropping every other sample) when the curve is full, so
 // a shard of any length keeps an even-spread curve of bounded size.
-void add_rss_sample(shard_record& shard, rss_point s);
+void add_rss_point(shard_record& shard, rss_point s);
 
 }  // namespace baton::supervisor

@@ -110,7 +110,7 @@ TEST_CASE("state and cause names round trip", "[unit][job_record]") {
 TEST_CASE("rss curve stays bounded and evenly spread", "[unit][job_record]") {
   shard_record s;
   for (std::int64_t i = 0; i < 10000; ++i) {
-    add_rss_sample(s, {i * 100, (i % 7 == 0) ? 5000 + i : 1000 + i, i});
+    add_rss_point(s, {i * 100, (i % 7 == 0) ? 5000 + i : 1000 + i, i});
   }
   CHECK(s.rss.size() <= max_rss_samples);
   CHECK(s.rss.size() >= max_rss_samples / 2);

@@ -8,7 +8,8 @@ xxh64 digest, the same format the Eigen worker writes) and exits. It leaks memor
 way Keras does on every fit(), so the supervisor has something to recycle.
 
 Environment (set by the supervisor, see protocol/README.md):
-  BATON_JOB_FILE, BATON_CHECKPOINT_DIR, BATON_SHARD_STEPS, BATON_PROTOCOL_VERSION
+  BATON_JOB_FILE, BATON_CHECKPOINT_DIR, BATON_SHARD_STEPS or BATON_SHARD_EPOCHS,
+  BATON_PROTOCOL_VERSION
 Exit codes: 0 shard or job done, 3 stopped on request after a checkpoint, 1 error.
 """
 import json
@@ -153,13 +154,17 @@ def save_checkpoint(folder, step, tensors, meta, keep):
 def main():
     job = json.load(open(os.environ["BATON_JOB_FILE"]))
     ckpt_dir = os.environ["BATON_CHECKPOINT_DIR"]
-    shard_steps = int(os.environ["BATON_SHARD_STEPS"])
     training = job["training"]
     data = job["data"]
     samples, features = data["samples"], data["features"]
     batch = training["batch_size"]
     steps_per_epoch = -(-samples // batch)
     total_steps = steps_per_epoch * training["epochs"]
+    # The shard length comes in steps or in epochs, whichever the job's `shard` names.
+    if "BATON_SHARD_STEPS" in os.environ:
+        shard_steps = int(os.environ["BATON_SHARD_STEPS"])
+    else:
+        shard_steps = int(os.environ["BATON_SHARD_EPOCHS"]) * steps_per_epoch
     lr = training["optimizer"]["learning_rate"]
     leak_mib = float(job.get("debug", {}).get("leak_mib_per_step", 0.0))
 

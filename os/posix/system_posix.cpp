@@ -1,0 +1,36 @@
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "os/system.h"
+
+namespace baton::os {
+
+std::filesystem::path executable_path() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path() : p;
+}
+
+bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+std::int64_t current_pid() { return static_cast<std::int64_t>(::getpid()); }
+
+std::optional<std::string> get_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+std::filesystem::path default_state_dir() {
+  if (auto d = get_env("BATON_STATE_DIR"); d && !d->empty()) return *d;
+  if (auto d = get_env("XDG_STATE_HOME"); d && !d->empty()) {
+    return std::filesystem::path(*d) / "baton";
+  }
+  if (auto h = get_env("HOME"); h && !h->empty()) {
+    return std::filesystem::path(*h) / ".local" / "state" / "baton";
+  }
+  return std::filesystem::path("/tmp") / ("baton-state-" + std::to_string(::getuid()));
+}
+
+}  // namespace baton::os

@@ -1,0 +1,27 @@
+// Small facts about the running process that only the OS knows: where our executable lives (to
+// find baton-worker next to baton), whether stdout is a terminal (live progress line or plain
+// lines), and the per-user folders baton uses by default.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace baton::os {
+
+// Absolute path of the running executable; empty if the OS will not say.
+std::filesystem::path executable_path();
+
+bool stdout_is_terminal();
+
+std::int64_t current_pid();
+
+// An environment variable, or nullopt when unset.
+std::optional<std::string> get_env(const char* name);
+
+// Where `baton run` keeps job state by default: $BATON_STATE_DIR, else $XDG_STATE_HOME/baton,
+// else ~/.local/state/baton (Windows: %LOCALAPPDATA%\baton).
+std::filesystem::path default_state_dir();
+
+}  // namespace baton::os

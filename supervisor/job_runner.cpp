@@ -1,0 +1,522 @@
+#include "supervisor/job_runner.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <fstream>
+
+#include "os/process.h"
+#include "protocol/checkpoint.h"
+#include "protocol/checkpoint_store.h"
+#include "protocol/messages.h"
+#include "protocol/version.h"
+#include "supervisor/leak_rate.h"
+
+namespace baton::supervisor {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::int64_t mono_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string shard_env_value(const protocol::shard_spec& s) { return std::to_string(s.count); }
+
+// After a worker exits, a descendant may still hold its stdout open; the runner kills the group
+// and waits this long for the pipe to drain before it moves on without it.
+constexpr std::chrono::milliseconds drain_timeout{2000};
+
+}  // namespace
+
+status verify_reported_checkpoint(env& e, const fs::path& checkpoint_dir, const std::string& path,
+                                  std::int64_t step, const std::string& digest) {
+  const fs::path p = fs::path(path).lexically_normal();
+  if (!p.is_absolute() || p.parent_path() != checkpoint_dir.lexically_normal()) {
+    return make_error("checkpoint " + path + " is not a file in the job's checkpoint folder " +
+                      checkpoint_dir.string());
+  }
+  auto bytes = e.read_file(p);
+  if (!bytes) return bytes.error();
+  auto c = protocol::decode_checkpoint(*bytes, p.string());
+  if (!c) return c.error();
+  if (c->step() != step) {
+    return make_error("checkpoint " + path + " holds step " + std::to_string(c->step()) +
+                      ", the worker announced step " + std::to_string(step));
+  }
+  const auto it = c->metadata.find(protocol::meta::digest);
+  if (it == c->metadata.end() || it->second != digest) {
+    return make_error("checkpoint " + path + " has digest " +
+                      (it == c->metadata.end() ? std::string("(none)") : it->second) +
+                      ", the worker announced " + digest);
+  }
+  return {};
+}
+
+worker_invocation make_worker_invocation(const protocol::job_spec& spec, const job_store& store,
+                                         const job_record& record, const fs::path& worker_exe) {
+  worker_invocation inv;
+  const auto spec_file = store.spec_path(record.id).string();
+  const auto ckpt_dir = store.checkpoint_dir(record.id).string();
+  if (spec.worker.command) {
+    inv.argv = *spec.worker.command;
+    inv.working_dir = spec.worker.working_dir;
+  } else {
+    inv.argv = {worker_exe.string(), "--job", spec_file, "--checkpoint-dir", ckpt_dir};
+    inv.working_dir = store.job_dir(record.id);
+  }
+  inv.env = {
+      {"BATON_PROTOCOL_VERSION", std::to_string(protocol::protocol_version)},
+      {"BATON_JOB_ID", record.id},
+      {"BATON_JOB_FILE", spec_file},
+      {"BATON_JOB_DIR", store.job_dir(record.id).string()},
+      {"BATON_CHECKPOINT_DIR", ckpt_dir},
+      {"BATON_SHARD_INDEX", std::to_string(record.shards.size())},
+      {"BATON_START_STEP", std::to_string(record.checkpoint_step)},
+      {spec.shard.unit == protocol::shard_unit::steps ? "BATON_SHARD_STEPS" : "BATON_SHARD_EPOCHS",
+       shard_env_value(spec.shard)},
+  };
+  return inv;
+}
+
+struct job_runner::impl : std::enable_shared_from_this<impl> {
+  impl(asio::io_context& io_, job_store& store_, job_record record_, protocol::job_spec spec_,
+       runner_options options_)
+      : io(io_),
+        store(store_),
+        record(std::move(record_)),
+        spec(std::move(spec_)),
+        options(std::move(options_)),
+        settings(machine_settings::from(spec)),
+        timers{asio::steady_timer(io_), asio::steady_timer(io_), asio::steady_timer(io_)},
+        rss_timer(io_),
+        drain_timer(io_) {}
+
+  asio::io_context& io;
+  job_store& store;
+  job_record record;
+  protocol::job_spec spec;
+  runner_options options;
+  machine_settings settings;
+  shard_state machine;
+  live_status live;
+
+  std::unique_ptr<os::process> worker;
+  std::uint64_t worker_gen = 0;  // handlers of an older worker see a newer generation and return
+  bool stdout_done = false;
+  std::optional<os::exit_status> exit_status;
+  std::optional<protocol::done_msg> last_done;
+  std::vector<rss_sample> samples;  // full resolution, this worker only
+
+  // One per timer_kind (stall, grace, backoff); generations make cancelled waits harmless.
+  asio::steady_timer timers[3];
+  std::uint64_t timer_gen[3] = {0, 0, 0};
+  asio::steady_timer rss_timer;
+  asio::steady_timer drain_timer;
+
+  std::deque<event> pending;
+  bool dispatching = false;
+  bool persist_failed = false;
+  bool rest_reported = false;
+  bool closed = false;
+
+  void log_event(const std::string& message) {
+    if (options.on_event) options.on_event(message);
+    std::ofstream out(store.log_path(record.id), std::ios::app);
+    out << "[baton] " << message << '\n';
+  }
+
+  void changed() {
+    if (options.on_change) options.on_change();
+  }
+
+  // Events are handled one at a time, in order, even when an action raises a new one.
+  void post_event(event e) {
+    pending.push_back(std::move(e));
+    if (dispatching) return;
+    dispatching = true;
+    while (!pending.empty()) {
+      event next = std::move(pending.front());
+      pending.pop_front();
+      auto r = transition(machine, next, settings);
+      machine = std::move(r.state);
+      sync_record();
+      for (const auto& a : r.actions) apply(a);
+    }
+    dispatching = false;
+    changed();
+    check_rest();
+  }
+
+  void sync_record() {
+    const auto state = public_state(machine.phase);
+    record.state = state;
+    record.consecutive_failures = machine.failures;
+    if (state == job_state::failed || state == job_state::paused) {
+      record.diagnosis = machine.diagnosis;
+    } else if (state != job_state::backoff) {
+      record.diagnosis.clear();
+    }
+  }
+
+  void check_rest() {
+    const bool rest =
+        (is_terminal(machine.phase) || machine.phase == shard_phase::paused) && worker == nullptr;
+    if (rest && !rest_reported) {
+      rest_reported = true;
+      rss_timer.cancel();
+      if (options.on_rest) options.on_rest();
+    }
+  }
+
+  void apply(const action& a) {
+    std::visit([this](const auto& x) { apply_one(x); }, a);
+  }
+
+  void apply_one(const act::spawn_worker&) { spawn(); }
+
+  void apply_one(const act::send_stop&) {
+    if (!worker) return;
+    worker->async_write_line(protocol::encode(protocol::supervisor_message{protocol::stop_msg{}}),
+                             [self = shared_from_this()](const boost::system::error_code& ec) {
+                               // A worker that already exited cannot read it; its exit decides.
+                               if (ec) self->log_event("could not send stop: " + ec.message());
+                             });
+  }
+
+  void apply_one(const act::kill_group&) { kill_worker_tree(); }
+
+  void apply_one(const act::start_timer& t) {
+    const auto k = static_cast<std::size_t>(t.kind);
+    const auto gen = ++timer_gen[k];
+    timers[k].expires_after(std::chrono::milliseconds(t.ms));
+    timers[k].async_wait(
+        [self = shared_from_this(), k, gen, kind = t.kind](const boost::system::error_code& ec) {
+          if (ec || self->closed || self->timer_gen[k] != gen) return;
+          switch (kind) {
+            case timer_kind::stall:
+              self->post_event(ev::stall_timeout{});
+              break;
+            case timer_kind::grace:
+              self->post_event(ev::grace_elapsed{});
+              break;
+            case timer_kind::backoff:
+              self->post_event(ev::backoff_elapsed{});
+              break;
+          }
+        });
+  }
+
+  void apply_one(const act::cancel_timer& t) {
+    const auto k = static_cast<std::size_t>(t.kind);
+    ++timer_gen[k];
+    timers[k].cancel();
+  }
+
+  void apply_one(const act::record_exit& x) {
+    if (record.shards.empty()) return;
+    auto& shard = record.shards.back();
+    if (shard.cause) return;  // already recorded (spawn failures record at once)
+    shard.cause = x.cause;
+    shard.detail =
+        x.detail.empty() && x.cause != exit_cause::completed ? x.status.describe() : x.detail;
+    shard.ended_ms = unix_ms_now();
+    shard.end_step = record.checkpoint_step;
+    if (auto rate = leak_bytes_per_step(samples)) shard.leak_bytes_per_step = *rate;
+    ++record.exits_by_cause[std::string(to_string(x.cause))];
+    log_event("worker " + std::to_string(shard.pid) + " ended: " + std::string(to_string(x.cause)) +
+              (shard.detail.empty() ? "" : " (" + shard.detail + ")") + ", checkpoint at step " +
+              std::to_string(record.checkpoint_step));
+  }
+
+  void apply_one(const act::mark_completed&) { log_event("job completed"); }
+  void apply_one(const act::mark_failed& x) { log_event("job failed: " + x.diagnosis); }
+  void apply_one(const act::mark_cancelled&) { log_event("job cancelled"); }
+  void apply_one(const act::mark_paused& x) { log_event("job paused: " + x.reason); }
+
+  void apply_one(const act::persist&) {
+    if (auto s = store.save(record); !s) {
+      log_event("cannot save the job record: " + s.error().message);
+      if (!persist_failed) {
+        persist_failed = true;
+        post_event(ev::disk_full{});
+      }
+      return;
+    }
+    persist_failed = false;
+  }
+
+  void kill_worker_tree() {
+    if (!worker) return;
+    if (auto s = worker->signal_group(os::group_signal::kill); !s) {
+      log_event("kill: " + s.error().message);
+    }
+    // Descendants that left the group (setsid, double fork) are found through the tree.
+    (void)os::kill_descendants(worker->pid());
+  }
+
+  void spawn() {
+    const auto inv = make_worker_invocation(spec, store, record, options.worker_exe);
+    shard_record shard;
+    shard.index = static_cast<std::int64_t>(record.shards.size());
+    shard.start_step = record.checkpoint_step;
+    shard.end_step = record.checkpoint_step;
+    if (!record.shards.empty() && record.shards.back().start_step == shard.start_step) {
+      shard.attempt = record.shards.back().attempt + 1;
+    }
+    shard.started_ms = unix_ms_now();
+    os::spawn_options o;
+    o.argv = inv.argv;
+    o.env = inv.env;
+    o.working_dir = inv.working_dir;
+    o.stderr_log = store.log_path(record.id);
+    auto p = os::spawn(io, o);
+    if (!p) {
+      shard.cause = exit_cause::spawn_failed;
+      shard.detail = p.error().message;
+      shard.ended_ms = shard.started_ms;
+      ++record.exits_by_cause[std::string(to_string(exit_cause::spawn_failed))];
+      record.shards.push_back(std::move(shard));
+      log_event("cannot start worker: " + p.error().message);
+      post_event(ev::spawn_failed{p.error().message, mono_ms()});
+      return;
+    }
+    worker = std::move(*p);
+    const auto gen = ++worker_gen;
+    shard.pid = worker->pid();
+    record.shards.push_back(std::move(shard));
+    stdout_done = false;
+    exit_status.reset();
+    last_done.reset();
+    samples.clear();
+    // The newest loss and epoch stay on show until the new worker reports its own.
+    live.pid = worker->pid();
+    live.rss_bytes = 0;
+    live.samples_per_sec = 0.0;
+    live.step = record.checkpoint_step;
+    live.total_steps = record.total_steps;
+    live.shard_started_step = record.checkpoint_step;
+    live.shard_started_ms = mono_ms();
+    log_event("worker " + std::to_string(worker->pid()) + " started at step " +
+              std::to_string(record.checkpoint_step));
+
+    auto self = shared_from_this();
+    worker->async_read_lines(
+        [self, gen](const boost::system::error_code& ec, std::string_view line) {
+          if (self->closed || gen != self->worker_gen) return;
+          self->on_line(ec, line);
+        });
+    worker->async_wait([self, gen](const boost::system::error_code& ec, os::exit_status st) {
+      if (self->closed || gen != self->worker_gen) return;
+      self->on_exit(ec, st);
+    });
+    post_event(ev::worker_spawned{mono_ms()});
+    arm_rss_timer(gen);
+  }
+
+  void on_line(const boost::system::error_code& ec, std::string_view line) {
+    if (ec == boost::system::errc::message_size) {
+      log_event("worker wrote a line over 1 MiB; cut");
+      return;
+    }
+    if (ec) {
+      stdout_done = true;
+      maybe_finish_worker();
+      return;
+    }
+    auto msg = protocol::decode_worker_message(line);
+    if (!msg) {
+      // Not protocol: external trainers print logs on stdout too. Keep them in the job's log.
+      std::ofstream out(store.log_path(record.id), std::ios::app);
+      out << line << '\n';
+      return;
+    }
+    std::visit([this](const auto& m) { on_message(m); }, *msg);
+  }
+
+  void on_message(const protocol::hello_msg& m) {
+    if (auto s = protocol::check_protocol(m); !s) {
+      log_event("worker refused: " + s.error().message);
+      post_event(ev::checkpoint_invalid{s.error().message});
+      return;
+    }
+    post_event(ev::hello{});
+  }
+
+  void on_message(const protocol::progress_msg& m) {
+    live.step = m.step;
+    live.epoch = m.epoch;
+    live.loss = m.loss;
+    live.metrics = m.metrics;
+    live.samples_per_sec = m.samples_per_sec;
+    if (m.total_steps > 0) {
+      live.total_steps = m.total_steps;
+      record.total_steps = m.total_steps;
+    }
+    record.metrics = m.metrics;
+    record.metrics["loss"] = m.loss;
+    post_event(ev::progress{m.step});
+  }
+
+  void on_message(const protocol::checkpoint_msg& m) {
+    const auto dir = store.checkpoint_dir(record.id);
+    if (auto s = verify_reported_checkpoint(env::default_env(), dir, m.path, m.step, m.digest);
+        !s) {
+      log_event("rejected checkpoint: " + s.error().message);
+      post_event(ev::checkpoint_invalid{s.error().message});
+      return;
+    }
+    if (m.step >= record.checkpoint_step) {
+      record.checkpoint_step = m.step;
+      record.checkpoint_path = fs::path(m.path).lexically_normal().string();
+      if (!record.shards.empty()) record.shards.back().end_step = m.step;
+    }
+    post_event(ev::checkpoint_verified{m.step});
+  }
+
+  void on_message(const protocol::done_msg& m) {
+    last_done = m;
+    if (m.job_complete && m.step > 0) record.total_steps = std::max(record.total_steps, m.step);
+  }
+
+  void on_message(const protocol::error_msg& m) {
+    log_event("worker error: " + m.message);
+    if (!record.shards.empty()) record.shards.back().detail = m.message;
+  }
+
+  void on_exit(const boost::system::error_code& ec, os::exit_status st) {
+    if (ec) {
+      log_event("waiting for the worker failed: " + ec.message());
+      st = os::exit_status::signaled(9);
+    }
+    exit_status = st;
+    if (!stdout_done) {
+      // Whatever still holds the pipe belongs to the dead worker: kill it, then give the pipe a
+      // moment to deliver the lines already written.
+      kill_worker_tree();
+      drain_timer.expires_after(drain_timeout);
+      drain_timer.async_wait(
+          [self = shared_from_this(), gen = worker_gen](const boost::system::error_code& e) {
+            if (e || self->closed || gen != self->worker_gen) return;
+            self->stdout_done = true;
+            self->maybe_finish_worker();
+          });
+    }
+    maybe_finish_worker();
+  }
+
+  void maybe_finish_worker() {
+    if (!stdout_done || !exit_status || !worker) return;
+    drain_timer.cancel();
+    rss_timer.cancel();
+    // Nothing of the worker may outlive it: its group and any escaped descendants go too.
+    kill_worker_tree();
+    ++worker_gen;
+    worker.reset();
+    live.pid = 0;
+    live.rss_bytes = 0;
+    post_event(ev::worker_exited{*exit_status, last_done, mono_ms()});
+  }
+
+  void arm_rss_timer(std::uint64_t gen) {
+    rss_timer.expires_after(std::chrono::milliseconds(spec.memory.poll_ms));
+    rss_timer.async_wait([self = shared_from_this(), gen](const boost::system::error_code& ec) {
+      if (ec || self->closed || gen != self->worker_gen || !self->worker) return;
+      self->sample_rss();
+      if (self->worker && gen == self->worker_gen) self->arm_rss_timer(gen);
+    });
+  }
+
+  void sample_rss() {
+    if (exit_status) return;
+    auto rss = worker->rss_bytes();
+    if (!rss) return;  // the process may be exiting; its exit decides what happens
+    live.rss_bytes = *rss;
+    const auto now = mono_ms();
+    samples.push_back({live.step, now, *rss});
+    if (!record.shards.empty()) {
+      auto& shard = record.shards.back();
+      add_rss_point(shard,
+                    {now - live.shard_started_ms, static_cast<std::int64_t>(*rss), live.step});
+    }
+    post_event(ev::rss_sample{*rss});
+  }
+};
+
+job_runner::job_runner(asio::io_context& io, job_store& store, job_record record,
+                       protocol::job_spec spec, runner_options options)
+    : impl_(std::make_shared<impl>(io, store, std::move(record), std::move(spec),
+                                   std::move(options))) {}
+
+job_runner::~job_runner() {
+  impl_->closed = true;
+  impl_->kill_worker_tree();
+  for (auto& t : impl_->timers) t.cancel();
+  impl_->rss_timer.cancel();
+  impl_->drain_timer.cancel();
+}
+
+void job_runner::start() {
+  auto& r = impl_->record;
+  // The record may lag the disk (a supervisor killed between a checkpoint and its record):
+  // the newest checkpoint that verifies is the truth.
+  protocol::checkpoint_store cs(env::default_env(), impl_->store.checkpoint_dir(r.id),
+                                impl_->spec.checkpoints.keep);
+  if (auto newest = cs.load_newest(); newest && *newest) {
+    if ((*newest)->data.step() > r.checkpoint_step) {
+      r.checkpoint_step = (*newest)->data.step();
+      r.checkpoint_path = (*newest)->path.string();
+    }
+    for (const auto& why : (*newest)->rejected) impl_->log_event("skipped checkpoint: " + why);
+  } else if (!newest) {
+    impl_->log_event(newest.error().message);
+  }
+  auto& m = impl_->machine;
+  m.checkpoint_step = r.checkpoint_step;
+  m.failures = r.consecutive_failures;
+  m.failure_step = r.checkpoint_step;
+  impl_->live.step = r.checkpoint_step;
+  impl_->live.total_steps = r.total_steps;
+  if (is_terminal(r.state)) {
+    m.phase = r.state == job_state::completed   ? shard_phase::completed
+              : r.state == job_state::cancelled ? shard_phase::cancelled
+                                                : shard_phase::failed;
+    m.diagnosis = r.diagnosis;
+    impl_->check_rest();
+    return;
+  }
+  if (r.state == job_state::paused) {
+    m.phase = shard_phase::paused;
+    m.diagnosis = r.diagnosis;
+    impl_->check_rest();
+    return;
+  }
+  m.phase = shard_phase::queued;
+  impl_->post_event(ev::start_requested{});
+}
+
+void job_runner::cancel() { impl_->post_event(ev::cancel_requested{}); }
+
+void job_runner::pause(std::string reason) {
+  impl_->post_event(ev::pause_requested{});
+  if (!reason.empty()) impl_->machine.diagnosis = std::move(reason);
+}
+
+void job_runner::resume() {
+  if (impl_->machine.phase != shard_phase::paused) return;
+  impl_->rest_reported = false;
+  impl_->post_event(ev::resume_requested{});
+  impl_->post_event(ev::start_requested{});
+}
+
+bool job_runner::at_rest() const { return impl_->rest_reported; }
+const job_record& job_runner::record() const { return impl_->record; }
+const live_status& job_runner::live() const { return impl_->live; }
+shard_phase job_runner::phase() const { return impl_->machine.phase; }
+
+}  // namespace baton::supervisor

@@ -1,0 +1,217 @@
+#include "supervisor/run_command.h"
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <csignal>
+#include <iostream>
+
+#include "os/env.h"
+#include "os/process.h"
+#include "os/system.h"
+#include "protocol/job_spec.h"
+#include "supervisor/job_runner.h"
+#include "supervisor/job_store.h"
+#include "supervisor/run_report.h"
+
+namespace baton {
+
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+using namespace baton::supervisor;
+
+fs::path find_worker_executable(env& e) {
+  if (auto w = os::get_env("BATON_WORKER"); w && !w->empty()) return *w;
+  const auto self = os::executable_path();
+  if (self.empty()) return {};
+  for (const auto& candidate : {self.parent_path() / "baton-worker",
+                                self.parent_path().parent_path() / "worker" / "baton-worker"}) {
+    if (e.file_exists(candidate)) return candidate;
+  }
+  return {};
+}
+
+namespace {
+
+struct run_options {
+  std::string config;
+  std::string state_dir;
+  std::string worker;
+  bool json = false;
+  bool fresh = false;
+};
+
+// Total steps are known up front only when the sample count is (synthetic data); otherwise the
+// worker reports them with its first progress message.
+std::int64_t planned_steps(const protocol::job_spec& spec) {
+  if (const auto* s = std::get_if<protocol::synthetic_data>(&spec.data)) {
+    return protocol::compute_geometry(spec, s->samples).total_steps;
+  }
+  return 0;
+}
+
+int run_job(const run_options& o, cli_context& ctx) {
+  auto& e = ctx.environment;
+  auto spec = protocol::load_job_spec(e, o.config);
+  if (!spec) {
+    ctx.err << spec.error().message << "\n";
+    return exit_invalid;
+  }
+  if (auto s = protocol::check_job_files(e, *spec); !s) {
+    ctx.err << s.error().message << "\n";
+    return exit_invalid;
+  }
+  const fs::path worker = o.worker.empty() ? find_worker_executable(e) : fs::path(o.worker);
+  if (!spec->worker.command && (worker.empty() || !e.file_exists(worker))) {
+    ctx.err << "cannot find baton-worker (looked next to baton and in the build tree); "
+               "set BATON_WORKER or pass --worker PATH\n";
+    return exit_failure;
+  }
+
+  job_store store(e, o.state_dir.empty() ? os::default_state_dir() : fs::path(o.state_dir));
+  if (auto s = store.open(); !s) {
+    ctx.err << s.error().message << "\n";
+    return exit_failure;
+  }
+  const std::string id = spec->name;
+  if (o.fresh && store.exists(id)) {
+    if (auto s = store.remove(id); !s) {
+      ctx.err << s.error().message << "\n";
+      return exit_failure;
+    }
+  }
+  job_record record;
+  if (store.exists(id)) {
+    auto stored = store.load_spec(id);
+    if (!stored) {
+      ctx.err << stored.error().message << "\n";
+      return exit_failure;
+    }
+    if (protocol::to_json(*stored) != protocol::to_json(*spec)) {
+      ctx.err << "job \"" << id << "\" in " << store.state_dir().string()
+              << " was started from a different config; run with --fresh to discard its state, "
+                 "or give the job another name\n";
+      return exit_invalid;
+    }
+    auto loaded = store.load(id);
+    if (!loaded) {
+      ctx.err << loaded.error().message << "\n";
+      return exit_failure;
+    }
+    for (const auto& why : loaded->rejected) ctx.err << "warning: " << why << "\n";
+    record = std::move(loaded->record);
+    if (record.state == job_state::paused) record.state = job_state::queued;
+    if (!o.json && record.checkpoint_step > 0 && !is_terminal(record.state)) {
+      ctx.err << "resuming job " << id << " from step " << record.checkpoint_step << "\n";
+    }
+  } else {
+    auto created = store.create(*spec, planned_steps(*spec), id);
+    if (!created) {
+      ctx.err << created.error().message << "\n";
+      return exit_failure;
+    }
+    record = std::move(*created);
+  }
+
+  asio::io_context io;
+  if (auto s = os::become_subreaper(); !s) ctx.err << "warning: " << s.error().message << "\n";
+  const bool tty = !o.json && os::stdout_is_terminal();
+  const auto started = std::chrono::steady_clock::now();
+  const std::int64_t start_step = record.checkpoint_step;
+  std::int64_t last_epoch_printed = -1;
+  std::size_t last_shard_printed = 0;
+  auto last_draw = std::chrono::steady_clock::time_point{};
+
+  std::unique_ptr<job_runner> runner;
+  runner_options ro;
+  ro.worker_exe = worker;
+  ro.on_rest = [&] { io.stop(); };
+  ro.on_change = [&] {
+    if (o.json || !runner) return;
+    const auto& r = runner->record();
+    const auto& l = runner->live();
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - started).count();
+    progress_view v{r, l, spec->memory.soft_limit_mib.value_or(0),
+                    spec->memory.hard_limit_mib.value_or(0),
+                    elapsed > 1 ? static_cast<double>(l.step - start_step) / elapsed : 0.0};
+    if (tty) {
+      if (now - last_draw < std::chrono::milliseconds(200)) return;
+      last_draw = now;
+      ctx.out << "\r\033[K" << format_progress_line(v) << std::flush;
+    } else if (l.pid != 0 &&
+               (l.epoch != last_epoch_printed || r.shards.size() != last_shard_printed)) {
+      last_epoch_printed = l.epoch;
+      last_shard_printed = r.shards.size();
+      ctx.out << format_progress_line(v) << "\n" << std::flush;
+    }
+  };
+  ro.on_event = [&](const std::string& m) {
+    if (o.json) return;
+    if (tty) ctx.out << "\r\033[K";
+    ctx.out << m << "\n" << std::flush;
+  };
+  runner = std::make_unique<job_runner>(io, store, std::move(record), *spec, ro);
+
+  // First Ctrl-C: checkpoint and stop (the job rests as paused; run again to resume).
+  // Second: stop at once; the newest checkpoint is kept either way.
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  int interrupts = 0;
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        if (++interrupts == 1) {
+          if (!o.json)
+            ctx.err << "\nstopping: the worker checkpoints first (Ctrl-C again to kill)\n";
+          runner->pause("stopped by the user");
+          signals.async_wait(on_signal);
+        } else {
+          io.stop();
+        }
+      };
+  signals.async_wait(on_signal);
+
+  runner->start();
+  if (!runner->at_rest()) io.run();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const job_record final_record = runner->record();
+  runner.reset();  // a worker still running after a second Ctrl-C is killed here
+  if (tty) ctx.out << "\r\033[K";
+  if (o.json) {
+    ctx.out << summary_json(final_record, wall).dump(2) << "\n";
+  } else {
+    ctx.out << format_summary(final_record, wall);
+  }
+  switch (final_record.state) {
+    case job_state::completed:
+      return exit_ok;
+    case job_state::paused:
+    case job_state::queued:
+    case job_state::running:
+    case job_state::backoff:
+      return 130;  // interrupted: run the same command again to resume
+    default:
+      return exit_failure;
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, cli_context& ctx) {
+  auto opts = std::make_shared<run_options>();
+  auto* cmd = app.add_subcommand(
+      "run", "Run one job in the foreground (resumes it if it was stopped before)");
+  cmd->add_option("config", opts->config, "Job file (JSON)")->required();
+  cmd->add_option("--state-dir", opts->state_dir,
+                  "Where job state lives (default: $BATON_STATE_DIR, $XDG_STATE_HOME/baton or "
+                  "~/.local/state/baton)");
+  cmd->add_option("--worker", opts->worker, "The baton-worker executable to run shards with");
+  cmd->add_flag("--json", opts->json, "Print the summary as one JSON object, no progress");
+  cmd->add_flag("--fresh", opts->fresh, "Discard this job's saved state and start over");
+  cmd->callback([opts, &ctx] { ctx.exit_code = run_job(*opts, ctx); });
+}
+
+}  // namespace baton
