@@ -29,6 +29,8 @@ class step {
 
   void spawn() {
     s().phase = shard_phase::starting;
+    s().shard_start_step = s().checkpoint_step;
+    s().progress_step = s().checkpoint_step;
     s().worker_alive = false;
     s().target = stop_target::none;
     s().stop_cause.reset();
@@ -160,8 +162,31 @@ void on_exit(step& t, const ev::worker_exited& e) {
     const auto cause = *s.stop_cause;
     const auto detail = s.stop_detail;
     t.emit(act::record_exit{cause, e.status, detail});
-    if (cause == exit_cause::memory_soft || cause == exit_cause::memory_hard) {
-      t.restart_clean(e.now_ms);  // a recycle is the plan working, never a failure
+    if (cause == exit_cause::memory_hard) {
+      // A hard kill loses the work since the checkpoint. Plan the next workers to stop well
+      // before the step this one reached, so the loss happens once, not every shard.
+      const auto steps_done = s.progress_step - s.shard_start_step;
+      if (steps_done > 0) {
+        s.step_budget = std::max<std::int64_t>(1, steps_done * 3 / 4);
+        s.hard_kills_without_step = 0;
+      } else {
+        s.step_budget = 1;
+        // Not a crash, but a job that cannot finish one step within its hard limit can never
+        // progress: after max_failures such kills in a row it fails instead of looping.
+        if (++s.hard_kills_without_step >= t.cfg().restart.max_failures) {
+          s.phase = shard_phase::failed;
+          s.diagnosis = "killed at the hard memory limit " +
+                        std::to_string(s.hard_kills_without_step) + " times at step " +
+                        std::to_string(s.checkpoint_step) +
+                        " before finishing a step: raise memory.hard_limit_mib";
+          t.emit(act::mark_failed{s.diagnosis});
+          t.emit(act::persist{});
+          return;
+        }
+      }
+      t.restart_clean(e.now_ms);  // a recycle is the plan working, never a crash
+    } else if (cause == exit_cause::memory_soft) {
+      t.restart_clean(e.now_ms);
     } else {
       t.fail(cause == exit_cause::stalled ? "stalled" : "crashed", detail, e.now_ms);
     }
@@ -234,6 +259,12 @@ transition_result transition(const shard_state& state, const event& event,
           s.progress_step = e.step;
           if (s.phase != shard_phase::stopping) {
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
+            if (s.phase == shard_phase::running && s.step_budget &&
+                e.step - s.shard_start_step >= *s.step_budget) {
+              t.ask_stop(exit_cause::memory_soft, stop_target::restart);
+              s.stop_detail = "planned stop after " + std::to_string(*s.step_budget) +
+                              " steps, learned from a hard-limit kill";
+            }
           }
         } else if constexpr (std::is_same_v<E, ev::checkpoint_verified>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
@@ -241,6 +272,7 @@ transition_result transition(const shard_state& state, const event& event,
             s.checkpoint_step = e.step;
             // Progress: the crash-loop count and the backoff start over.
             s.failures = 0;
+            s.hard_kills_without_step = 0;
             s.backoff_attempt = 0;
           }
           if (s.phase != shard_phase::stopping) {

@@ -43,6 +43,12 @@ struct shard_state {
   std::optional<std::int64_t> last_spawn_ms;  // when the current/last worker was spawned
   std::int64_t checkpoint_step = 0;           // last verified checkpoint
   std::int64_t progress_step = 0;             // last step the worker reported
+  std::int64_t shard_start_step = 0;          // checkpoint the current worker started from
+  // Learned from a hard-limit kill: how many steps a worker may run before it is asked to
+  // checkpoint and stop, so the next worker stops before the limit instead of losing its work.
+  std::optional<std::int64_t> step_budget;
+  // Hard-limit kills in a row of workers that did not finish a single step.
+  int hard_kills_without_step = 0;
   // Consecutive failures while the checkpoint stayed at failure_step.
   int failures = 0;
   std::int64_t failure_step = 0;

@@ -258,6 +258,7 @@ TEST_CASE("memory recycles between crashes do not count as failures", "[unit][sh
   CHECK(d.s.failures == 1);
   for (int i = 0; i < 5; ++i) {
     d.run_worker(20000 + i * 10000);
+    d.on(ev::progress{1});
     d.on(ev::rss_sample{2000 * mib});
     d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 25000 + i * 10000});
     CHECK(d.s.failures == 1);
@@ -415,4 +416,47 @@ TEST_CASE("settings come from the job spec", "[unit][shard_machine]") {
   CHECK(m.restart.max_failures == 9);
   CHECK(m.worker.stop_grace_ms == 5);
   CHECK(m.min_restart_interval_ms == 1000);
+}
+
+TEST_CASE("a hard kill teaches the next workers to stop before the limit",
+          "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{100});
+  d.on(ev::worker_exited{exit_status::exited(0), baton::protocol::done_msg{100, false}, 2000});
+  d.run_worker(3000);  // resumes at 100; RSS grows from the start of each process
+  for (std::int64_t step = 101; step <= 180; ++step) d.on(ev::progress{step});
+  d.on(ev::rss_sample{1600 * mib});
+  d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 5000});
+  REQUIRE(d.s.step_budget == 60);  // 3/4 of the 80 steps the killed worker got through
+  d.run_worker(7000);  // the kill lost steps 101-180: resume at 100 again
+  CHECK(d.s.shard_start_step == 100);
+  for (std::int64_t step = 101; step < 160; ++step)
+    CHECK(d.on(ev::progress{step}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::progress{160}) ==
+        strings{"start_timer{stall,120000}", "send_stop", "start_timer{grace,30000}"});
+  CHECK(d.s.phase == shard_phase::stopping);
+  d.on(ev::checkpoint_verified{160});
+  auto a =
+      d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{160, false}, 9000});
+  CHECK(a[2] ==
+        "record_exit{memory_soft,exit code 3,planned stop after 60 steps, learned from a "
+        "hard-limit kill}");
+  CHECK(d.s.failures == 0);
+}
+
+TEST_CASE("hard kills before a single step fail the job after max_failures",
+          "[unit][shard_machine]") {
+  driver d;
+  d.cfg.restart.max_failures = 3;
+  for (int i = 0; i < 3; ++i) {
+    d.run_worker(i * 10000);
+    d.on(ev::rss_sample{1600 * mib});
+    d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, i * 10000 + 500});
+  }
+  CHECK(d.s.phase == shard_phase::failed);
+  CHECK(d.s.diagnosis ==
+        "killed at the hard memory limit 3 times at step 0 before finishing a step: raise "
+        "memory.hard_limit_mib");
+  CHECK(d.s.failures == 0);  // never counted as crashes
 }
