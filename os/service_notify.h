@@ -1,0 +1,28 @@
+// Tells the service manager how the daemon is doing: systemd's notify protocol on Linux
+// (READY=1, STATUS=, WATCHDOG=1, STOPPING=1, EXTEND_TIMEOUT_USEC=), nothing elsewhere (the
+// Windows service reports through SetServiceStatus instead). Every call is cheap and a no-op
+// when the daemon was not started by a service manager (NOTIFY_SOCKET unset).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "protocol/status.h"
+
+namespace baton::os {
+
+// True when a service manager listens (NOTIFY_SOCKET is set).
+bool notify_enabled();
+
+// Each returns an error only when a manager listens and the message could not be sent.
+status notify_ready(const std::string& status_text);
+status notify_status(const std::string& status_text);
+status notify_watchdog();
+status notify_stopping(const std::string& status_text);
+status notify_extend_timeout(std::chrono::microseconds more);
+
+// The watchdog period the manager expects (WatchdogSec=), if it asked for one.
+std::optional<std::chrono::microseconds> watchdog_interval();
+
+}  // namespace baton::os
