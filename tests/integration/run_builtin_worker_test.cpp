@@ -1,0 +1,260 @@
+// `baton run` end to end with the built-in baton-worker: memory recycles (soft and hard), a
+// worker killed at random moments, a crash loop, a hung worker and Ctrl-C all end either in the
+// exact weights of an undisturbed run or in a clear diagnosis.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "os/env.h"
+#include "protocol/checkpoint.h"
+#include "support/run_process.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("baton-run-builtin-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// 512 samples, batch 32: 16 steps per epoch, 4 epochs, one epoch per shard. One thread, so the
+// weights are comparable across runs bit for bit.
+json small_job(const std::string& name) {
+  return {
+      {"name", name},
+      {"data", {{"type", "synthetic"}, {"samples", 512}, {"features", 16}, {"seed", 5}}},
+      {"model",
+       {{"layers",
+         {{{"units", 64}, {"activation", "relu"}},
+          {{"units", 64}, {"activation", "relu"}},
+          {{"units", 1}, {"activation", "sigmoid"}}}}}},
+      {"training",
+       {{"loss", "binary_crossentropy"},
+        {"batch_size", 32},
+        {"epochs", 4},
+        {"seed", 9},
+        {"threads", 1}}},
+      {"shard", {{"epochs", 1}}},
+      {"memory", {{"poll_ms", 20}}},
+      {"restart", {{"max_failures", 3}, {"backoff_initial_ms", 1000}, {"backoff_max_ms", 2000}}}};
+}
+
+fs::path write_job(const fs::path& dir, const json& job) {
+  fs::create_directories(dir);
+  const auto path = dir / "job.json";
+  std::ofstream(path) << job.dump(2);
+  return path;
+}
+
+std::vector<std::string> run_argv(const fs::path& job, const fs::path& state) {
+  return {BATON_EXE,      "run",    job.string(), "--state-dir",
+          state.string(), "--json", "--worker",   BATON_WORKER_EXE};
+}
+
+struct outcome {
+  baton::os::exit_status status;
+  json summary;
+};
+
+outcome finish(const baton::testing::process_output& r) {
+  REQUIRE_FALSE(r.timed_out);
+  INFO(r.out);
+  return {r.status, json::parse(r.out)};
+}
+
+outcome baton_run(const fs::path& job, const fs::path& state) {
+  return finish(
+      baton::testing::run_process(run_argv(job, state), {}, state.parent_path() / "stderr.log"));
+}
+
+// Every tensor of the final checkpoint: weights and optimizer state.
+std::string final_state(const json& summary) {
+  auto bytes = baton::env::default_env().read_file(summary["checkpoint_path"].get<std::string>());
+  REQUIRE(bytes);
+  auto c = baton::protocol::decode_checkpoint(*bytes, "final");
+  REQUIRE(c);
+  std::string all;
+  for (const auto& t : c->tensors) all += t.name + ":" + t.bytes;
+  return all;
+}
+
+const std::string& reference_state() {
+  static const std::string state = [] {
+    const auto dir = scratch("reference");
+    auto r = baton_run(write_job(dir, small_job("reference")), dir / "state");
+    REQUIRE(r.summary["state"] == "completed");
+    return final_state(r.summary);
+  }();
+  return state;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("a leaking worker under a soft limit is recycled and ends with the same weights",
+          "[integration][builtin_worker]") {
+  const auto dir = scratch("soft");
+  auto job = small_job("soft");
+  job["debug"] = {{"leak_mib_per_step", 4}};
+  job["memory"] = {{"soft_limit_mib", 80}, {"poll_ms", 20}};
+  const auto r = baton_run(write_job(dir, job), dir / "state");
+  CHECK(r.status == baton::os::exit_status::exited(0));
+  CHECK(r.summary["state"] == "completed");
+  CHECK(r.summary["restarts_by_cause"].value("memory_soft", 0) >= 2);
+  CHECK(r.summary["restarts_by_cause"].value("crashed", 0) == 0);
+  CHECK(final_state(r.summary) == reference_state());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a hard limit kills at once; later workers stop in time and the weights match",
+          "[integration][builtin_worker]") {
+  const auto dir = scratch("hard");
+  auto job = small_job("hard");
+  job["shard"] = {{"epochs", 4}};
+  job["debug"] = {{"leak_mib_per_step", 4}};
+  job["memory"] = {{"hard_limit_mib", 90}, {"poll_ms", 20}};
+  const auto r = baton_run(write_job(dir, job), dir / "state");
+  CHECK(r.status == baton::os::exit_status::exited(0));
+  CHECK(r.summary["state"] == "completed");
+  CHECK(r.summary["restarts_by_cause"].value("memory_hard", 0) == 1);
+  const auto& killed = r.summary["shards"][0];
+  CHECK(killed["exit_cause"] == "memory_hard");
+  // Killed within two poll intervals of crossing: at 4 MiB per step and 20 ms polls the worker
+  // cannot have grown far past the limit.
+  CHECK(killed["peak_rss_bytes"].get<std::int64_t>() < (90 + 64) * (1 << 20));
+  CHECK(final_state(r.summary) == reference_state());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("workers SIGKILLed at random moments restart with backoff and the weights match",
+          "[integration][builtin_worker]") {
+  const auto dir = scratch("sigkill");
+  auto job = small_job("sigkill");
+  job["restart"] = {{"max_failures", 5}, {"backoff_initial_ms", 1000}, {"backoff_max_ms", 1000}};
+  const auto job_file = write_job(dir, job);
+  const auto state = dir / "state";
+  boost::asio::io_context io;
+  baton::os::spawn_options o;
+  o.argv = run_argv(job_file, state);
+  o.stderr_log = dir / "stderr.log";
+  auto baton = baton::os::spawn(io, o);
+  REQUIRE(baton);
+  std::string out;
+  bool out_done = false;
+  std::optional<baton::os::exit_status> status;
+  (*baton)->async_read_lines([&](const boost::system::error_code& ec, std::string_view line) {
+    if (ec) {
+      out_done = true;
+      return;
+    }
+    out.append(line).push_back('\n');
+  });
+  (*baton)->async_wait(
+      [&](const boost::system::error_code&, baton::os::exit_status s) { status = s; });
+  // Three kills, each a random 50-400 ms after a worker started.
+  std::mt19937 rng(1234);
+  const auto log = state / "jobs" / "sigkill" / "worker.log";
+  int kills = 0;
+  std::size_t seen_starts = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(status && out_done) && std::chrono::steady_clock::now() < deadline) {
+    io.run_for(std::chrono::milliseconds(20));
+    if (kills >= 3 || status) continue;
+    const auto text = read_text(log);
+    std::size_t starts = 0;
+    for (auto pos = text.find("started at step"); pos != std::string::npos;
+         pos = text.find("started at step", pos + 1)) {
+      ++starts;
+    }
+    if (starts > seen_starts) {
+      seen_starts = starts;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 350));
+      auto killed = baton::os::kill_descendants((*baton)->pid());
+      if (killed && *killed > 0) ++kills;
+    }
+  }
+  REQUIRE(status);
+  INFO(out);
+  const auto summary = json::parse(out);
+  CHECK(kills == 3);
+  CHECK(*status == baton::os::exit_status::exited(0));
+  CHECK(summary["state"] == "completed");
+  CHECK(summary["restarts_by_cause"].value("crashed", 0) >= 1);
+  CHECK(final_state(summary) == reference_state());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a worker that crashes at the same step fails the job with the diagnosis",
+          "[integration][builtin_worker]") {
+  const auto dir = scratch("crashloop");
+  auto job = small_job("crashloop");
+  job["debug"] = {{"crash_at_step", 20}};
+  const auto r = baton_run(write_job(dir, job), dir / "state");
+  CHECK(r.status == baton::os::exit_status::exited(1));
+  CHECK(r.summary["state"] == "failed");
+  CHECK(r.summary["diagnosis"] == "crashed 3 times at step 16: signal 6");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a hung worker is killed as stalled and the job fails after max_failures",
+          "[integration][builtin_worker]") {
+  const auto dir = scratch("hang");
+  auto job = small_job("hang");
+  job["debug"] = {{"hang_at_step", 3}};
+  job["worker"] = {{"stall_timeout_ms", 1500}};
+  job["restart"] = {{"max_failures", 2}, {"backoff_initial_ms", 1000}, {"backoff_max_ms", 1000}};
+  const auto r = baton_run(write_job(dir, job), dir / "state");
+  CHECK(r.summary["state"] == "failed");
+  CHECK(r.summary["diagnosis"] == "stalled 2 times at step 0: no message for 1500 ms");
+  CHECK(r.summary["restarts_by_cause"].value("stalled", 0) == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Ctrl-C checkpoints and stops; the same command resumes to the same weights",
+          "[integration][builtin_worker]") {
+  const auto dir = scratch("interrupt");
+  auto job = small_job("interrupt");
+  const auto job_file = write_job(dir, job);
+  const auto state = dir / "state";
+  boost::asio::io_context io;
+  baton::os::spawn_options o;
+  o.argv = run_argv(job_file, state);
+  o.stderr_log = dir / "stderr.log";
+  auto baton = baton::os::spawn(io, o);
+  REQUIRE(baton);
+  std::optional<baton::os::exit_status> status;
+  (*baton)->async_read_lines([](const boost::system::error_code&, std::string_view) {});
+  (*baton)->async_wait(
+      [&](const boost::system::error_code&, baton::os::exit_status s) { status = s; });
+  const auto log = state / "jobs" / "interrupt" / "worker.log";
+  // Interrupt the second worker, mid-shard.
+  while (!status) {
+    io.run_for(std::chrono::milliseconds(20));
+    const auto text = read_text(log);
+    if (text.find("started at step 16") != std::string::npos) break;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE((*baton)->signal_group(baton::os::group_signal::terminate));
+  while (!status) io.run_for(std::chrono::milliseconds(20));
+  CHECK(*status == baton::os::exit_status::exited(130));
+  const auto resumed = baton_run(job_file, state);
+  CHECK(resumed.summary["state"] == "completed");
+  CHECK(final_state(resumed.summary) == reference_state());
+  fs::remove_all(dir);
+}
