@@ -223,30 +223,28 @@ TEST_CASE("worker shards killed, terminated and stopped anywhere equal one run",
         gen() % static_cast<std::uint64_t>(std::max<std::int64_t>(range.count(), 1)));
     INFO("run " << run << " action " << static_cast<int>(act) << " delay " << delay.count());
     const auto r = run_worker(job, dir / "ckpt", act, delay);
-                 r.status.describe().c_str(),
-                 last_of<protocol::done_msg>(r) ? (long)last_of<protocol::done_msg>(r)->step : -1L);
-                 if (r.status.killed_by_signal()) {
-                   CHECK(r.status.code == 9);  // only our SIGKILL may kill it
-                   CHECK(act == action::kill);
-                   ++kills;
-                   continue;
-                 }
-                 if (r.status.code == 3) {
-                   CHECK((act == action::stop || act == action::terminate));
-                   check_clean_end(r, dir / "ckpt");
-                   CHECK_FALSE(last_of<protocol::done_msg>(r)->job_complete);
-                   ++stops;
-                 } else {
-                   CHECK(r.status == exit_status::exited(0));
-                   check_clean_end(r, dir / "ckpt");
-                   ++completes;
-                 }
-                 const auto* done = last_of<protocol::done_msg>(r);
-                 // Shards are aligned: a full shard ends on a multiple of 7 or at the last step.
-                 if (r.status.code == 0) CHECK((done->step % 7 == 0 || done->step == 48));
-                 CHECK(done->step >= last_step);
-                 last_step = done->step;
-                 complete = done->job_complete;
+    if (r.status.killed_by_signal()) {
+      CHECK(r.status.code == 9);  // only our SIGKILL may kill it
+      CHECK(act == action::kill);
+      ++kills;
+      continue;
+    }
+    if (r.status.code == 3) {
+      CHECK((act == action::stop || act == action::terminate));
+      check_clean_end(r, dir / "ckpt");
+      CHECK_FALSE(last_of<protocol::done_msg>(r)->job_complete);
+      ++stops;
+    } else {
+      CHECK(r.status == exit_status::exited(0));
+      check_clean_end(r, dir / "ckpt");
+      ++completes;
+    }
+    const auto* done = last_of<protocol::done_msg>(r);
+    // Shards are aligned: a full shard ends on a multiple of 7 or at the last step.
+    if (r.status.code == 0) CHECK((done->step % 7 == 0 || done->step == 48));
+    CHECK(done->step >= last_step);
+    last_step = done->step;
+    complete = done->job_complete;
   }
   REQUIRE(complete);
   CHECK(stops > 0);
