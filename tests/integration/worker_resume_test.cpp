@@ -412,3 +412,26 @@ TEST_CASE("worker fault injection and bad input", "[integration]") {
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("worker skips a corrupt newest checkpoint and says why on stderr", "[integration]") {
+  const fs::path dir = fresh_dir("corrupt");
+  const auto job = write_job(dir, job_json(R"({"steps": 7})"));
+  REQUIRE(run_worker(job, dir / "ckpt").status == exit_status::exited(0));
+  REQUIRE(run_worker(job, dir / "ckpt").status == exit_status::exited(0));
+  const fs::path newest = dir / "ckpt" / "ckpt-000000000014.safetensors";
+  REQUIRE(fs::exists(newest));
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  const auto r = run_worker(job, dir / "ckpt");
+  CHECK(r.status == exit_status::exited(0));
+  check_clean_end(r, dir / "ckpt");
+  CHECK(last_of<protocol::done_msg>(r)->step == 14);  // redone from step 7
+  std::ifstream log(dir / "worker.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("rejected checkpoint " + newest.string()) &&
+                       Catch::Contains("digest mismatch"));
+  fs::remove_all(dir);
+}
