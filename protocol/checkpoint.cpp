@@ -110,6 +110,7 @@ struct entry {
   std::uint64_t begin, end;  // relative to the data buffer
 };
 struct parsed {
+  bool have_metadata = false;
   std::map<std::string, std::string> metadata;
   std::vector<entry> entries;  // in data order
   std::size_t data_start = 0;
@@ -184,7 +185,9 @@ result<entry> parse_entry(const std::string& name, const ojson& v) {
   return e;
 }
 
-result<parsed> parse_file(std::string_view bytes, std::string_view what) {
+// Everything a safetensors reader must check: length prefix, header JSON, entries, and that the
+// tensors tile the data buffer. __metadata__ is optional here.
+result<parsed> parse_layout(std::string_view bytes, std::string_view what) {
   const auto fail = [&](const std::string& msg) -> error {
     return make_error(std::string(what) + ": " + msg);
   };
@@ -212,10 +215,9 @@ result<parsed> parse_file(std::string_view bytes, std::string_view what) {
 
   parsed p;
   p.data_start = 8 + static_cast<std::size_t>(n);
-  bool have_metadata = false;
   for (const auto& [key, value] : doc->items()) {
     if (key == "__metadata__") {
-      have_metadata = true;
+      p.have_metadata = true;
       if (!value.is_object()) return fail("__metadata__ is not an object");
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
@@ -228,7 +230,41 @@ result<parsed> parse_file(std::string_view bytes, std::string_view what) {
     if (!e) return fail("tensor " + in_quotes(key) + ": " + e.error().message);
     p.entries.push_back(std::move(*e));
   }
-  if (!have_metadata) return fail("header has no __metadata__");
+  // Layout: tensors must tile the data buffer exactly, as strict safetensors readers require.
+  std::stable_sort(p.entries.begin(), p.entries.end(), [](const entry& a, const entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const std::uint64_t data_size = bytes.size() - p.data_start;
+  std::uint64_t at = 0;
+  for (const auto& e : p.entries) {
+    if (e.begin != at) {
+      return fail(
+          "tensor " + in_quotes(e.name) + " starts at data byte " + std::to_string(e.begin) +
+          " (file byte " + std::to_string(p.data_start + e.begin) + ") but the previous " +
+          "tensor ends at " + std::to_string(at) + (e.begin < at ? " (overlap)" : " (gap)"));
+    }
+    if (e.end > data_size) {
+      return fail("tensor " + in_quotes(e.name) + " data_offsets end " + std::to_string(e.end) +
+                  " is past the end of the data buffer (" + std::to_string(data_size) + " bytes)");
+    }
+    at = e.end;
+  }
+  if (at != data_size) {
+    return fail(std::to_string(data_size - at) +
+                " trailing bytes after the last tensor, at file byte " +
+                std::to_string(p.data_start + at));
+  }
+  return p;
+}
+
+// baton's own rules on top of the layout: format, version (before the digest, because a future
+// version may define the digest differently), digest over the whole file, and step.
+status verify_baton(const parsed& p, std::string_view bytes, std::string_view what) {
+  const auto fail = [&](const std::string& msg) -> error {
+    return make_error(std::string(what) + ": " + msg);
+  };
+  const std::string_view header = bytes.substr(8, p.data_start - 8);
+  if (!p.have_metadata) return fail("header has no __metadata__");
 
   // Version first: a future version may compute its digest differently.
   const auto meta_get = [&](const char* k) -> const std::string* {
@@ -282,30 +318,13 @@ result<parsed> parse_file(std::string_view bytes, std::string_view what) {
     return fail("metadata step " + in_quotes(*step) + " is not a non-negative integer");
   }
 
-  // Layout: tensors must tile the data buffer exactly, as strict safetensors readers require.
-  std::stable_sort(p.entries.begin(), p.entries.end(), [](const entry& a, const entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  const std::uint64_t data_size = bytes.size() - p.data_start;
-  std::uint64_t at = 0;
-  for (const auto& e : p.entries) {
-    if (e.begin != at) {
-      return fail(
-          "tensor " + in_quotes(e.name) + " starts at data byte " + std::to_string(e.begin) +
-          " (file byte " + std::to_string(p.data_start + e.begin) + ") but the previous " +
-          "tensor ends at " + std::to_string(at) + (e.begin < at ? " (overlap)" : " (gap)"));
-    }
-    if (e.end > data_size) {
-      return fail("tensor " + in_quotes(e.name) + " data_offsets end " + std::to_string(e.end) +
-                  " is past the end of the data buffer (" + std::to_string(data_size) + " bytes)");
-    }
-    at = e.end;
-  }
-  if (at != data_size) {
-    return fail(std::to_string(data_size - at) +
-                " trailing bytes after the last tensor, at file byte " +
-                std::to_string(p.data_start + at));
-  }
+  return {};
+}
+
+result<parsed> parse_file(std::string_view bytes, std::string_view what) {
+  auto p = parse_layout(bytes, what);
+  if (!p) return p.error();
+  if (auto ok = verify_baton(*p, bytes, what); !ok) return ok.error();
   return p;
 }
 
@@ -406,21 +425,34 @@ result<std::string> encode_checkpoint(const checkpoint& c) {
   return out;
 }
 
-result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view what) {
-  auto p = parse_file(bytes, what);
-  if (!p) return p.error();
+namespace {
+checkpoint materialise(parsed& p, std::string_view bytes) {
   checkpoint c;
-  c.metadata = std::move(p->metadata);
-  c.tensors.reserve(p->entries.size());
-  for (auto& e : p->entries) {
+  c.metadata = std::move(p.metadata);
+  c.tensors.reserve(p.entries.size());
+  for (auto& e : p.entries) {
     tensor t;
     t.name = std::move(e.name);
     t.type = e.type;
     t.shape = std::move(e.shape);
-    t.bytes.assign(bytes.substr(p->data_start + e.begin, e.end - e.begin));
+    t.bytes.assign(bytes.substr(p.data_start + e.begin, e.end - e.begin));
     c.tensors.push_back(std::move(t));
   }
   return c;
+}
+}  // namespace
+
+result<checkpoint> decode_safetensors(std::string_view bytes, std::string_view what) {
+  auto p = parse_layout(bytes, what);
+  if (!p) return p.error();
+  return materialise(*p, bytes);
+}
+
+result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view what) {
+  auto p = parse_layout(bytes, what);
+  if (!p) return p.error();
+  if (auto ok = verify_baton(*p, bytes, what); !ok) return ok.error();
+  return materialise(*p, bytes);
 }
 
 result<std::string> checkpoint_digest(std::string_view bytes) {

@@ -55,8 +55,14 @@ struct checkpoint {
 // Fails on inconsistent tensors (size not matching shape, duplicate names).
 result<std::string> encode_checkpoint(const checkpoint& c);
 
-// Parses and verifies everything: sizes, offsets, dtypes, shapes, digest, version, required
-// metadata. `what` names the source (a file path) in error messages, with byte offsets.
+// Structural checks only, for safetensors files from any tool (initial weights): length prefix,
+// header JSON, dtypes, shapes, offsets tiling the buffer. __metadata__ may be absent and no baton
+// key or digest is required. Errors name `what` and the byte offset or tensor.
+result<checkpoint> decode_safetensors(std::string_view bytes, std::string_view what);
+
+// decode_safetensors plus baton's rules: format, version, digest, step. Parses and verifies
+// everything: sizes, offsets, dtypes, shapes, digest, version, required metadata. `what` names the
+// source (a file path) in error messages, with byte offsets.
 result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view what);
 
 // The digest string stored in a file's metadata ("xxh64:..."), for protocol messages.

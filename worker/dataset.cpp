@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "os/env.h"
+#include "worker/random.h"
 
-// The synthetic generator promises the same bits on every platform, so a*b+c must not be fused
-// into one FMA on some targets and rounded twice on others (GCC contracts even in ISO mode).
+// Loaded data (standardised columns) should be the same bits on every platform, so a*b+c must not
+// be fused into one FMA on some targets and rounded twice on others (GCC contracts in ISO mode).
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -51,16 +52,6 @@ std::string in_quotes(std::string_view s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Random numbers
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Labels: one place that turns raw label values into the y the loss expects.
 
 struct raw_labels {
@@ -82,16 +73,16 @@ std::string loss_name(loss_kind l) {
   return "unknown";
 }
 
-// Eigen's catch-all converting constructor makes result<row_matrix> ambiguous from an error.
-result<row_matrix> matrix_error(std::string message) {
+// Eigen's catch-all converting constructor makes result<row_matrix<float>> ambiguous from an error.
+result<row_matrix<float>> matrix_error(std::string message) {
   return {boost::system::in_place_error, make_error(std::move(message))};
 }
 
 // Names where row `r` of the labels came from, e.g. "data.csv:17: column 5 ("label")".
 using row_namer = std::function<std::string(std::int64_t)>;
 
-result<row_matrix> shape_labels(const raw_labels& raw, loss_kind loss, std::int64_t units,
-                                const std::string& source, const row_namer& where) {
+result<row_matrix<float>> shape_labels(const raw_labels& raw, loss_kind loss, std::int64_t units,
+                                       const std::string& source, const row_namer& where) {
   for (std::int64_t r = 0; r < raw.rows; ++r) {
     for (std::int64_t c = 0; c < raw.cols; ++c) {
       const double v = raw.values[static_cast<std::size_t>(r * raw.cols + c)];
@@ -103,7 +94,7 @@ result<row_matrix> shape_labels(const raw_labels& raw, loss_kind loss, std::int6
   }
   const bool class_ids = loss == loss_kind::categorical_crossentropy && raw.cols == 1 && units > 1;
   if (class_ids) {
-    row_matrix y = row_matrix::Zero(raw.rows, units);
+    row_matrix<float> y = row_matrix<float>::Zero(raw.rows, units);
     for (std::int64_t r = 0; r < raw.rows; ++r) {
       const double v = raw.values[static_cast<std::size_t>(r)];
       if (v != std::floor(v)) {
@@ -124,7 +115,7 @@ result<row_matrix> shape_labels(const raw_labels& raw, loss_kind loss, std::int6
                         " output unit" + (units == 1 ? "" : "s") + " (loss " + loss_name(loss) +
                         ")");
   }
-  row_matrix y(raw.rows, raw.cols);
+  row_matrix<float> y(raw.rows, raw.cols);
   for (std::int64_t r = 0; r < raw.rows; ++r) {
     for (std::int64_t c = 0; c < raw.cols; ++c) {
       const double v = raw.values[static_cast<std::size_t>(r * raw.cols + c)];
@@ -820,80 +811,6 @@ result<dataset> load_npy(env& e, const protocol::npy_data& spec, loss_kind loss,
 
 // ---------------------------------------------------------------------------------------------
 
-portable_rng::portable_rng(std::uint64_t seed) {
-  for (auto& s : s_) s = splitmix64(seed);
-}
-
-std::uint64_t portable_rng::next_u64() {
-  const std::uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
-  const std::uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = std::rotl(s_[3], 45);
-  return result;
-}
-
-double portable_rng::next_uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
-
-double portable_rng::next_normal() {
-  if (has_spare_) {
-    has_spare_ = false;
-    return spare_;
-  }
-  double u = 0, v = 0, s = 0;
-  do {
-    u = 2.0 * next_uniform() - 1.0;
-    v = 2.0 * next_uniform() - 1.0;
-    s = u * u + v * v;
-  } while (s >= 1.0 || s == 0.0);
-  const double f = std::sqrt(-2.0 * portable_log(s) / s);
-  spare_ = v * f;
-  has_spare_ = true;
-  return u * f;
-}
-
-namespace {
-// 2 / (2j + 1) for j = 1..13; z^13 < 1e-19 for |s| < 0.172, far below an ulp of log(1+f).
-constexpr std::array<double, 13> log_coeffs = [] {
-  std::array<double, 13> c{};
-  for (std::size_t j = 0; j < c.size(); ++j) c[j] = 2.0 / (2.0 * static_cast<double>(j + 1) + 1.0);
-  return c;
-}();
-}  // namespace
-
-double portable_log(double x) {
-  if (!(x > 0) || !std::isfinite(x)) {
-    if (x == 0) return -std::numeric_limits<double>::infinity();
-    if (x > 0) return x;  // +inf
-    return std::numeric_limits<double>::quiet_NaN();
-  }
-  // x = m * 2^k with m in [sqrt(1/2), sqrt(2)); frexp is exact.
-  int k = 0;
-  double m = std::frexp(x, &k);
-  if (m < 0.70710678118654752440) {
-    m *= 2.0;
-    k -= 1;
-  }
-  // log(1+f) = 2 atanh(s), s = f / (2 + f), |s| < 0.172; written as fdlibm's e_log.c does,
-  // f - hfsq + s (hfsq + R), with R the Taylor tail sum 2 s^(2j) / (2j + 1), j >= 1.
-  const double f = m - 1.0;  // exact (Sterbenz)
-  const double s = f / (2.0 + f);
-  const double z = s * s;
-  double r = 0;
-  for (std::size_t j = log_coeffs.size(); j-- > 0;) r = r * z + log_coeffs[j];
-  r = r * z;
-  const double hfsq = 0.5 * f * f;
-  const double log_m = f - (hfsq - s * (hfsq + r));
-  // ln 2 split so that k * ln2_hi is exact for |k| < 2^11 (fdlibm's constants).
-  constexpr double ln2_hi = 6.93147180369123816490e-01;
-  constexpr double ln2_lo = 1.90821492927058770002e-10;
-  const double dk = static_cast<double>(k);
-  return dk * ln2_hi + (log_m + dk * ln2_lo);
-}
-
 result<dataset> generate_synthetic(const protocol::synthetic_data& spec) {
   if (spec.samples <= 0 || spec.features <= 0) {
     return make_error("synthetic data: samples and features must be positive, got " +
@@ -906,11 +823,11 @@ result<dataset> generate_synthetic(const protocol::synthetic_data& spec) {
   dataset out;
   out.x.resize(spec.samples, spec.features);
   out.y.resize(spec.samples, 1);
-  portable_rng rng(spec.seed);
+  rng gen(spec.seed);
   for (Eigen::Index r = 0; r < out.x.rows(); ++r) {
     double sum = 0;
     for (Eigen::Index c = 0; c < out.x.cols(); ++c) {
-      const float v = static_cast<float>(rng.next_normal());
+      const float v = static_cast<float>(gen.normal());
       out.x(r, c) = v;
       sum += static_cast<double>(v);
     }

@@ -6,12 +6,12 @@
 #pragma once
 
 #include <Eigen/Core>
-#include <array>
 #include <cstdint>
 #include <string_view>
 
 #include "protocol/job_spec.h"
 #include "protocol/status.h"
+#include "worker/tensor.h"
 
 namespace baton {
 class env;
@@ -19,11 +19,9 @@ class env;
 
 namespace baton::worker {
 
-using row_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
 struct dataset {
-  row_matrix x;  // samples x features, all finite
-  row_matrix y;  // samples x output_units (one-hot for categorical class labels)
+  row_matrix<float> x;  // samples x features, all finite
+  row_matrix<float> y;  // samples x output_units (one-hot for categorical class labels)
 };
 
 // Loads and validates the data a job names. Labels come out with exactly `output_units` columns:
@@ -39,28 +37,7 @@ result<dataset> load_dataset(env& e, const protocol::data_spec& spec, protocol::
 
 // The synthetic generator on its own: X ~ N(0, 1) filled row by row, y = (row sum > 0) as one
 // 0/1 column, the sum taken in double over the float values stored in X. Bit-identical on every
-// platform for a given seed (see portable_rng); labels are not yet shaped for a loss.
+// platform for a given seed (worker/random.h); labels are not yet shaped for a loss.
 result<dataset> generate_synthetic(const protocol::synthetic_data& spec);
-
-// xoshiro256** (Blackman & Vigna, "Scrambled linear pseudorandom number generators", 2018)
-// seeded through splitmix64, with normals from Marsaglia's polar method (Marsaglia & Bray 1964).
-// Only integer arithmetic, IEEE-exact + - * / sqrt and a logarithm built from those, so the
-// output does not depend on the C library (std::normal_distribution and std::log do).
-class portable_rng {
- public:
-  explicit portable_rng(std::uint64_t seed);
-  std::uint64_t next_u64();
-  double next_uniform();  // [0, 1) with 53 random bits
-  double next_normal();   // standard normal; values come in pairs, the second is cached
-
- private:
-  std::array<std::uint64_t, 4> s_{};
-  double spare_ = 0.0;
-  bool has_spare_ = false;
-};
-
-// Natural logarithm of a positive finite double from + - * / only; within a few ulps of the
-// true value and identical on every IEEE-754 platform. Exposed so tests can check its accuracy.
-double portable_log(double x);
 
 }  // namespace baton::worker

@@ -1,0 +1,456 @@
+#include "worker/trainer.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "os/env.h"
+#include "protocol/digest.h"
+
+namespace baton::worker {
+
+namespace {
+
+using protocol::checkpoint;
+using protocol::dtype;
+using protocol::tensor;
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+template <class T>
+tensor make_tensor(std::string name, dtype type, std::vector<std::int64_t> shape, const T* data,
+                   std::size_t count) {
+  tensor t;
+  t.name = std::move(name);
+  t.type = type;
+  t.shape = std::move(shape);
+  t.bytes.assign(reinterpret_cast<const char*>(data), count * sizeof(T));
+  return t;
+}
+
+// Strict decimal metadata value.
+result<std::int64_t> parse_count(const checkpoint& c, const char* key, std::string_view what) {
+  auto it = c.metadata.find(key);
+  if (it == c.metadata.end()) {
+    return make_error(std::string(what) + ": metadata has no " + in_quotes(key));
+  }
+  const std::string& s = it->second;
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v < 0) {
+    return make_error(std::string(what) + ": metadata " + key + " " + in_quotes(s) +
+                      " is not a non-negative integer");
+  }
+  return v;
+}
+
+// Checks that `t` exists with this dtype and shape.
+result<const tensor*> expect_tensor(const checkpoint& c, const std::string& name, dtype type,
+                                    const std::vector<std::int64_t>& shape, std::string_view what) {
+  const tensor* t = c.find(name);
+  if (t == nullptr) return make_error(std::string(what) + ": no tensor " + in_quotes(name));
+  if (t->type != type || t->shape != shape) {
+    return make_error(std::string(what) + ": tensor " + in_quotes(name) + " is " +
+                      std::string(to_string(t->type)) + " " + shape_string(t->shape) +
+                      ", expected " + std::string(to_string(type)) + " " + shape_string(shape));
+  }
+  return t;
+}
+
+std::string data_fingerprint(const dataset& d) {
+  std::string bytes;
+  const auto add = [&](const row_matrix<float>& m) {
+    const std::int64_t dims[2] = {m.rows(), m.cols()};
+    bytes.append(reinterpret_cast<const char*>(dims), sizeof dims);
+    bytes.append(reinterpret_cast<const char*>(m.data()),
+                 static_cast<std::size_t>(m.size()) * sizeof(float));
+  };
+  add(d.x);
+  add(d.y);
+  return xxh64_digest(bytes);
+}
+
+}  // namespace
+
+std::string exact_double(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::hex);
+  if (ec != std::errc()) return "nan";
+  return std::string(buf, end);
+}
+
+result<double> parse_exact_double(std::string_view s) {
+  double v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, std::chars_format::hex);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) {
+    return make_error("expected a hexadecimal floating-point number, got " + in_quotes(s));
+  }
+  return v;
+}
+
+std::vector<std::int64_t> epoch_order(std::uint64_t seed, std::int64_t epoch, std::int64_t n,
+                                      bool shuffle, rng& r) {
+  // Domain-separated from init_glorot's rng(seed), and one independent stream per epoch.
+  std::uint64_t st = seed ^ 0x5348554646'4c45ULL;  // "SHUFFLE"
+  std::uint64_t epoch_state = splitmix64(st) + static_cast<std::uint64_t>(epoch);
+  r = rng(splitmix64(epoch_state));
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  if (shuffle) shuffle_indices(r, order.data(), n);
+  return order;
+}
+
+std::int64_t shard_boundary(std::int64_t step, const protocol::job_geometry& g) {
+  const std::int64_t next = (step / g.shard_steps + 1) * g.shard_steps;
+  return std::min(next, g.total_steps);
+}
+
+std::string spec_fingerprint(const protocol::job_spec& spec, std::string_view section) {
+  const nlohmann::json all = protocol::to_json(spec);
+  nlohmann::json j = nlohmann::json::object();
+  j["data"] = all.at("data");
+  j["model"] = all.at("model");
+  j["training"] = all.at("training");
+  // Threads change speed, not results a resume could notice (and a restart may pick another).
+  j["training"].erase("threads");
+  // nlohmann::json sorts keys, so the text is canonical.
+  return xxh64_digest(section.empty() ? j.dump() : j.at(std::string(section)).dump());
+}
+
+status load_initial_weights(model<float>& m, const checkpoint& file, std::string_view what) {
+  const std::string w(what);
+  auto params = m.parameters();
+  // Any layers.{i}.* the model does not have means the file is for another architecture.
+  for (const auto& t : file.tensors) {
+    if (t.name.rfind("layers.", 0) != 0) continue;
+    const bool known =
+        std::any_of(params.begin(), params.end(), [&](const auto& p) { return p.name == t.name; });
+    if (!known) {
+      return make_error(w + ": tensor " + in_quotes(t.name) +
+                        " does not belong to the model, which " + "has " +
+                        std::to_string(m.layer_count()) + " layers (model.layers) with " +
+                        "tensors layers.{i}.kernel and layers.{i}.bias");
+    }
+  }
+  std::vector<std::vector<float>> values;
+  for (const auto& p : params) {
+    const std::string layer = "model.layers[" + p.name.substr(7, p.name.find('.', 7) - 7) + "]";
+    const tensor* t = file.find(p.name);
+    if (t == nullptr) {
+      return make_error(w + ": no tensor " + in_quotes(p.name) + " (" + layer + " needs " +
+                        shape_string(p.shape) + ")");
+    }
+    if (t->type != dtype::f32 && t->type != dtype::f64) {
+      return make_error(w + ": tensor " + in_quotes(p.name) + " is " +
+                        std::string(to_string(t->type)) + "; weights must be F32 or F64");
+    }
+    if (t->shape != p.shape) {
+      return make_error(w + ": tensor " + in_quotes(p.name) + " has shape " +
+                        shape_string(t->shape) + " but " + layer + " needs " +
+                        shape_string(p.shape) +
+                        (p.shape.size() == 2 ? " (inputs, units)" : " (units)"));
+    }
+    std::vector<float> v(p.value.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      double x = 0;
+      if (t->type == dtype::f32) {
+        float f;
+        std::memcpy(&f, t->bytes.data() + i * 4, 4);
+        x = f;
+      } else {
+        std::memcpy(&x, t->bytes.data() + i * 8, 8);
+      }
+      v[i] = static_cast<float>(x);
+      if (!std::isfinite(v[i])) {
+        return make_error(
+            w + ": tensor " + in_quotes(p.name) + " element " + std::to_string(i) + " is " +
+            std::to_string(x) +
+            (std::isfinite(x) ? ", outside the float32 range" : "; weights must be finite"));
+      }
+    }
+    values.push_back(std::move(v));
+  }
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    std::copy(values[k].begin(), values[k].end(), params[k].value.begin());
+  }
+  return {};
+}
+
+trainer::trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<model<float>> m,
+                 std::unique_ptr<optimizer> opt, protocol::job_geometry g)
+    : spec_(spec),
+      data_(std::move(data)),
+      model_(std::move(m)),
+      opt_(std::move(opt)),
+      geometry_(g),
+      spec_fingerprint_(spec_fingerprint(spec)),
+      data_fingerprint_(data_fingerprint(data_)),
+      shuffle_rng_(0) {
+  xb_.resize(spec.training.batch_size, data_.x.cols());
+  yb_.resize(spec.training.batch_size, data_.y.cols());
+  begin_epoch();
+}
+
+result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec, dataset data,
+                                                 env& e) {
+  if (data.x.rows() != data.y.rows()) {
+    return make_error("data: " + std::to_string(data.x.rows()) + " feature rows but " +
+                      std::to_string(data.y.rows()) + " label rows");
+  }
+  const auto g = protocol::compute_geometry(spec, data.x.rows());
+  if (g.train_samples <= 0) {
+    return make_error(
+        "training.validation_split: " + std::to_string(spec.training.validation_split) + " of " +
+        std::to_string(data.x.rows()) + " samples leaves no training sample");
+  }
+  if (g.steps_per_epoch <= 0 || g.total_steps <= 0 || g.shard_steps <= 0) {
+    return make_error("job geometry is empty: steps_per_epoch " +
+                      std::to_string(g.steps_per_epoch) + ", total_steps " +
+                      std::to_string(g.total_steps) + ", shard_steps " +
+                      std::to_string(g.shard_steps));
+  }
+  auto m =
+      model<float>::create(spec.model, data.x.cols(), spec.training.loss, spec.training.batch_size);
+  if (!m) return m.error();
+  if (auto ok = m->check_data_shape(data.x.cols(), data.y.cols()); !ok) return ok.error();
+  auto owned = std::make_unique<model<float>>(std::move(*m));
+  if (spec.model.initial_weights) {
+    const std::string what = spec.model.initial_weights->string();
+    auto bytes = e.read_file(*spec.model.initial_weights);
+    if (!bytes) return with_context("model.initial_weights", bytes.error());
+    auto file = protocol::decode_safetensors(*bytes, what);
+    if (!file) return with_context("model.initial_weights", file.error());
+    if (auto ok = load_initial_weights(*owned, *file, what); !ok) {
+      return with_context("model.initial_weights", ok.error());
+    }
+  } else {
+    owned->init_glorot(spec.training.seed);
+  }
+  auto opt = make_optimizer(spec.training.optimizer, owned->parameters());
+  if (!opt) return opt.error();
+  return std::unique_ptr<trainer>(
+      new trainer(spec, std::move(data), std::move(owned), std::move(*opt), g));
+}
+
+void trainer::begin_epoch() {
+  order_ = epoch_order(spec_.training.seed, epoch(), geometry_.train_samples,
+                       spec_.training.shuffle, shuffle_rng_);
+  loss_sum_ = 0.0;
+  accuracy_sum_ = 0.0;
+  samples_ = 0;
+}
+
+double trainer::epoch_loss() const {
+  return samples_ > 0 ? loss_sum_ / static_cast<double>(samples_)
+                      : std::numeric_limits<double>::quiet_NaN();
+}
+
+double trainer::epoch_accuracy() const {
+  return samples_ > 0 ? accuracy_sum_ / static_cast<double>(samples_)
+                      : std::numeric_limits<double>::quiet_NaN();
+}
+
+step_outcome trainer::run_step() {
+  const std::int64_t spe = geometry_.steps_per_epoch;
+  const std::int64_t batch = spec_.training.batch_size;
+  const std::int64_t k = step_ % spe;
+  const std::int64_t begin = k * batch;
+  const std::int64_t rows = std::min(batch, geometry_.train_samples - begin);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const auto src = order_[static_cast<std::size_t>(begin + i)];
+    xb_.row(i) = data_.x.row(src);
+    yb_.row(i) = data_.y.row(src);
+  }
+  const const_matrix_map<float> xm(xb_.data(), rows, xb_.cols());
+  const const_matrix_map<float> ym(yb_.data(), rows, yb_.cols());
+  // Keras reports the accuracy of the predictions the step trained on (weights before the
+  // update); train_step returns only the loss, so one forward pass measures it first.
+  const evaluation before = model_->evaluate(xm, ym);
+  const double loss = model_->train_step(xm, ym);
+  opt_->step();
+
+  const auto r = static_cast<double>(rows);
+  loss_sum_ += loss * r;
+  accuracy_sum_ += before.accuracy * r;
+  samples_ += rows;
+
+  step_outcome out;
+  out.epoch = epoch();
+  out.batch_size = rows;
+  out.batch_loss = loss;
+  out.epoch_loss = epoch_loss();
+  out.epoch_accuracy = epoch_accuracy();
+  ++step_;
+  out.step = step_;
+  if (k == spe - 1) {
+    out.epoch_end = true;
+    if (geometry_.validation_samples > 0) {
+      const idx n = static_cast<idx>(geometry_.train_samples);
+      const idx v = static_cast<idx>(geometry_.validation_samples);
+      const const_matrix_map<float> xv(data_.x.data() + n * data_.x.cols(), v, data_.x.cols());
+      const const_matrix_map<float> yv(data_.y.data() + n * data_.y.cols(), v, data_.y.cols());
+      const evaluation val = model_->evaluate(xv, yv);
+      out.val_loss = val.loss;
+      out.val_accuracy = val.accuracy;
+    }
+    begin_epoch();
+  }
+  return out;
+}
+
+checkpoint trainer::snapshot() {
+  checkpoint c;
+  const std::int64_t spe = geometry_.steps_per_epoch;
+  c.metadata[protocol::meta::job] = spec_.name;
+  c.metadata[protocol::meta::step] = std::to_string(step_);
+  c.metadata[protocol::meta::epoch] = std::to_string(step_ / spe);
+  c.metadata[trainer_meta::step_in_epoch] = std::to_string(step_ % spe);
+  c.metadata[trainer_meta::optimizer_iterations] = std::to_string(opt_->iterations());
+  c.metadata[trainer_meta::epoch_loss_sum] = exact_double(loss_sum_);
+  c.metadata[trainer_meta::epoch_accuracy_sum] = exact_double(accuracy_sum_);
+  c.metadata[trainer_meta::epoch_samples] = std::to_string(samples_);
+  c.metadata[trainer_meta::spec_fingerprint] = spec_fingerprint_;
+  c.metadata[trainer_meta::fingerprint_data] = spec_fingerprint(spec_, "data");
+  c.metadata[trainer_meta::fingerprint_model] = spec_fingerprint(spec_, "model");
+  c.metadata[trainer_meta::fingerprint_training] = spec_fingerprint(spec_, "training");
+  c.metadata[trainer_meta::data_fingerprint] = data_fingerprint_;
+  c.metadata[trainer_meta::total_steps] = std::to_string(geometry_.total_steps);
+
+  for (const auto& p : model_->parameters()) {
+    c.tensors.push_back(make_tensor(p.name, dtype::f32, p.shape, p.value.data(), p.value.size()));
+  }
+  for (const auto& s : opt_->state()) {
+    c.tensors.push_back(make_tensor(s.name, dtype::f32, s.shape, s.value.data(), s.value.size()));
+  }
+  c.tensors.push_back(make_tensor("data.order", dtype::i64,
+                                  {static_cast<std::int64_t>(order_.size())}, order_.data(),
+                                  order_.size()));
+  const auto words = shuffle_rng_.state();
+  c.tensors.push_back(make_tensor("rng.state", dtype::u64,
+                                  {static_cast<std::int64_t>(words.size())}, words.data(),
+                                  words.size()));
+  return c;
+}
+
+status trainer::restore(const checkpoint& c, std::string_view what) {
+  const std::string w(what);
+  const auto fail = [&](const std::string& msg) { return make_error(w + ": " + msg); };
+
+  auto job = c.metadata.find(protocol::meta::job);
+  if (job == c.metadata.end()) return fail("metadata has no \"job\"");
+  if (job->second != spec_.name) {
+    return fail("checkpoint belongs to job " + in_quotes(job->second) + ", not " +
+                in_quotes(spec_.name));
+  }
+  auto fp = c.metadata.find(trainer_meta::spec_fingerprint);
+  if (fp == c.metadata.end()) return fail("metadata has no \"spec_fingerprint\"");
+  if (fp->second != spec_fingerprint_) {
+    std::string changed;
+    for (const char* section : {"data", "model", "training"}) {
+      auto it = c.metadata.find(std::string("fingerprint.") + section);
+      if (it == c.metadata.end() || it->second != spec_fingerprint(spec_, section)) {
+        changed += (changed.empty() ? "" : ", ") + std::string(section);
+      }
+    }
+    return fail("the job spec changed since this checkpoint was written (" +
+                (changed.empty() ? std::string("data, model or training") : changed) +
+                " differ; training.threads may change); resuming would not reproduce the run. " +
+                "Restore the original spec, or start over without these checkpoints");
+  }
+  auto dfp = c.metadata.find(trainer_meta::data_fingerprint);
+  if (dfp == c.metadata.end()) return fail("metadata has no \"data_fingerprint\"");
+  if (dfp->second != data_fingerprint_) {
+    return fail("the training data changed since this checkpoint was written (data digest " +
+                dfp->second + ", now " + data_fingerprint_ + ")");
+  }
+
+  const std::int64_t spe = geometry_.steps_per_epoch;
+  auto step = parse_count(c, protocol::meta::step, what);
+  if (!step) return step.error();
+  if (*step > geometry_.total_steps) {
+    return fail("step " + std::to_string(*step) + " is past the job's last step " +
+                std::to_string(geometry_.total_steps));
+  }
+  auto ep = parse_count(c, protocol::meta::epoch, what);
+  if (!ep) return ep.error();
+  auto sie = parse_count(c, trainer_meta::step_in_epoch, what);
+  if (!sie) return sie.error();
+  if (*ep != *step / spe || *sie != *step % spe) {
+    return fail("epoch " + std::to_string(*ep) + " and step_in_epoch " + std::to_string(*sie) +
+                " do not match step " + std::to_string(*step) + " at " + std::to_string(spe) +
+                " steps per epoch");
+  }
+  auto iters = parse_count(c, trainer_meta::optimizer_iterations, what);
+  if (!iters) return iters.error();
+  auto samples = parse_count(c, trainer_meta::epoch_samples, what);
+  if (!samples) return samples.error();
+  const std::int64_t expected_samples =
+      std::min(*sie * spec_.training.batch_size, geometry_.train_samples);
+  if (*samples != expected_samples) {
+    return fail("epoch_samples " + std::to_string(*samples) + " does not match " +
+                std::to_string(*sie) + " steps into the epoch (" +
+                std::to_string(expected_samples) + ")");
+  }
+  double sums[2] = {0, 0};
+  const char* sum_keys[2] = {trainer_meta::epoch_loss_sum, trainer_meta::epoch_accuracy_sum};
+  for (int i = 0; i < 2; ++i) {
+    auto it = c.metadata.find(sum_keys[i]);
+    if (it == c.metadata.end())
+      return fail(std::string("metadata has no ") + in_quotes(sum_keys[i]));
+    auto v = parse_exact_double(it->second);
+    if (!v) return fail(std::string("metadata ") + sum_keys[i] + ": " + v.error().message);
+    sums[i] = *v;
+  }
+
+  // Tensors: check all before touching anything.
+  auto params = model_->parameters();
+  auto state = opt_->state();
+  std::vector<std::pair<std::span<float>, const tensor*>> copies;
+  for (const auto& p : params) {
+    auto t = expect_tensor(c, p.name, dtype::f32, p.shape, what);
+    if (!t) return t.error();
+    copies.emplace_back(p.value, *t);
+  }
+  for (const auto& s : state) {
+    auto t = expect_tensor(c, s.name, dtype::f32, s.shape, what);
+    if (!t) return t.error();
+    copies.emplace_back(s.value, *t);
+  }
+  auto order_t = expect_tensor(c, "data.order", dtype::i64, {geometry_.train_samples}, what);
+  if (!order_t) return order_t.error();
+  rng::state_words words{};
+  auto rng_t =
+      expect_tensor(c, "rng.state", dtype::u64, {static_cast<std::int64_t>(words.size())}, what);
+  if (!rng_t) return rng_t.error();
+  std::memcpy(words.data(), (*rng_t)->bytes.data(), sizeof words);
+  // The order is derived, not free: a mismatch means another build's shuffle or a damaged file.
+  rng derived(0);
+  const auto order = epoch_order(spec_.training.seed, *step / spe, geometry_.train_samples,
+                                 spec_.training.shuffle, derived);
+  if (std::memcmp(order.data(), (*order_t)->bytes.data(), (*order_t)->bytes.size()) != 0 ||
+      derived.state() != words) {
+    return fail("data.order and rng.state are not the sample order this worker derives for epoch " +
+                std::to_string(*step / spe) + " (written by a different baton-worker build?)");
+  }
+
+  for (auto& [dst, t] : copies) std::memcpy(dst.data(), t->bytes.data(), t->bytes.size());
+  opt_->set_iterations(*iters);
+  step_ = *step;
+  order_ = order;
+  shuffle_rng_ = derived;
+  loss_sum_ = sums[0];
+  accuracy_sum_ = sums[1];
+  samples_ = *samples;
+  return {};
+}
+
+}  // namespace baton::worker

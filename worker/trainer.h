@@ -1,0 +1,132 @@
+// The default worker's training loop with exact resume. A trainer owns one job's data, model and
+// optimizer and advances them one optimizer step at a time in Keras Model.fit() order; its whole
+// state at any step boundary round-trips through a protocol::checkpoint, so N steps in one
+// process and the same N steps cut into resumed pieces give the same bits (same binary, machine
+// and thread count). worker_main owns processes, files and messages; this file owns the math.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/checkpoint.h"
+#include "protocol/job_spec.h"
+#include "protocol/status.h"
+#include "worker/dataset.h"
+#include "worker/model.h"
+#include "worker/optimizer.h"
+#include "worker/random.h"
+
+namespace baton {
+class env;
+}
+
+namespace baton::worker {
+
+// Checkpoint metadata keys the trainer writes besides protocol::meta's.
+namespace trainer_meta {
+inline constexpr const char* step_in_epoch = "step_in_epoch";
+inline constexpr const char* optimizer_iterations = "optimizer_iterations";
+inline constexpr const char* epoch_loss_sum = "epoch_loss_sum";  // hex float, exact
+inline constexpr const char* epoch_accuracy_sum = "epoch_accuracy_sum";
+inline constexpr const char* epoch_samples = "epoch_samples";
+inline constexpr const char* spec_fingerprint = "spec_fingerprint";
+inline constexpr const char* data_fingerprint = "data_fingerprint";
+inline constexpr const char* fingerprint_data = "fingerprint.data";
+inline constexpr const char* fingerprint_model = "fingerprint.model";
+inline constexpr const char* fingerprint_training = "fingerprint.training";
+inline constexpr const char* total_steps = "total_steps";  // informational
+}  // namespace trainer_meta
+
+// What one step did, with the epoch's running means as Keras's progress bar shows them.
+struct step_outcome {
+  std::int64_t step = 0;   // global steps done, this one included
+  std::int64_t epoch = 0;  // 0-based epoch the step belonged to
+  std::int64_t batch_size = 0;
+  double batch_loss = 0.0;
+  double epoch_loss = 0.0;      // mean batch loss so far this epoch, weighted by batch size
+  double epoch_accuracy = 0.0;  // likewise for accuracy
+  bool epoch_end = false;       // the step was its epoch's last
+  // Set after an epoch's last step when the job has validation data.
+  std::optional<double> val_loss;
+  std::optional<double> val_accuracy;
+};
+
+class trainer {
+ public:
+  // Builds the model for `data` (which it keeps), binds the optimizer and sets the initial
+  // weights: model.initial_weights read through `e` if set, else Glorot from training.seed.
+  // Call set_thread_count first: the thread count is part of what makes results reproducible.
+  static result<std::unique_ptr<trainer>> create(const protocol::job_spec& spec, dataset data,
+                                                 env& e);
+
+  // Replaces the whole training state with a checkpoint's after checking that it belongs to this
+  // job spec and data (fingerprints), that every tensor has the expected name, dtype and shape,
+  // and that its sample order is the one this build derives. On failure nothing is changed.
+  // `what` names the checkpoint in messages.
+  status restore(const protocol::checkpoint& c, std::string_view what);
+
+  // The state at the current step boundary as a checkpoint (tensor names in README-wire.md).
+  protocol::checkpoint snapshot();
+
+  // Runs the next step; requires !finished().
+  step_outcome run_step();
+
+  std::int64_t step() const { return step_; }
+  bool finished() const { return step_ >= geometry_.total_steps; }
+  const protocol::job_geometry& geometry() const { return geometry_; }
+  std::int64_t epoch() const { return step_ / geometry_.steps_per_epoch; }
+  // Running means of the current epoch (NaN before its first step).
+  double epoch_loss() const;
+  double epoch_accuracy() const;
+  const std::vector<std::int64_t>& order() const { return order_; }
+
+ private:
+  trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<model<float>> m,
+          std::unique_ptr<optimizer> opt, protocol::job_geometry g);
+  // Sample order and sums for the epoch step_ belongs to.
+  void begin_epoch();
+
+  protocol::job_spec spec_;
+  dataset data_;
+  std::unique_ptr<model<float>> model_;  // heap: the optimizer holds views of its parameters
+  std::unique_ptr<optimizer> opt_;
+  protocol::job_geometry geometry_;
+  std::string spec_fingerprint_, data_fingerprint_;
+
+  std::int64_t step_ = 0;
+  std::vector<std::int64_t> order_;  // this epoch's permutation of [0, train_samples)
+  rng shuffle_rng_;                  // as left after drawing order_
+  double loss_sum_ = 0.0, accuracy_sum_ = 0.0;
+  std::int64_t samples_ = 0;
+  row_matrix<float> xb_, yb_;  // batch gather buffers, batch_size rows
+};
+
+// The epoch's sample order: Fisher-Yates from a generator seeded by (seed, epoch), or the
+// identity when `shuffle` is false. `r` is left as the draw left it.
+std::vector<std::int64_t> epoch_order(std::uint64_t seed, std::int64_t epoch, std::int64_t n,
+                                      bool shuffle, rng& r);
+
+// Where a worker starting at `step` stops: the next multiple of shard_steps after it, capped at
+// total_steps (shards are aligned, so a shard cut short by a stop ends at the usual boundary).
+std::int64_t shard_boundary(std::int64_t step, const protocol::job_geometry& g);
+
+// xxh64 digests of the parts of a spec that change what training computes (data, model,
+// training except threads). `section` is "data", "model", "training" or "" for all three.
+std::string spec_fingerprint(const protocol::job_spec& spec, std::string_view section = "");
+
+// Copies weights from a safetensors file (any writer; F32 or F64 layers.{i}.kernel
+// [inputs, units] and layers.{i}.bias [units]) into `m`, after checking every name, dtype, shape
+// and value. Other tensors (optimizer state...) are ignored. On failure `m` is unchanged.
+status load_initial_weights(model<float>& m, const protocol::checkpoint& file,
+                            std::string_view what);
+
+// Exact text for doubles in metadata: hexadecimal floating point ("1.8p+1"), which
+// Python's float.fromhex reads too.
+std::string exact_double(double v);
+result<double> parse_exact_double(std::string_view s);
+
+}  // namespace baton::worker

@@ -1,0 +1,288 @@
+#include "worker/worker_main.h"
+
+#include <CLI/CLI.hpp>
+#include <boost/process/v2/pid.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "os/env.h"
+#include "os/stop_signal.h"
+#include "protocol/checkpoint_store.h"
+#include "protocol/job_spec.h"
+#include "protocol/messages.h"
+#include "protocol/version.h"
+#include "worker/dataset.h"
+#include "worker/parallel.h"
+#include "worker/trainer.h"
+
+namespace baton::worker {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+void log(const std::string& text) {
+  std::fprintf(stderr, "baton-worker: %s\n", text.c_str());
+  std::fflush(stderr);
+}
+
+// stdout carries protocol lines only, each flushed at once so the supervisor sees it.
+void send(const protocol::worker_message& m) {
+  static std::mutex mu;
+  const std::string line = protocol::encode(m) + "\n";
+  std::lock_guard<std::mutex> lock(mu);
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+}
+
+int fail(int code, const std::string& message) {
+  log("error: " + message);
+  send(protocol::error_msg{message});
+  return code;
+}
+
+// Reads supervisor lines until end of input. Only `stop` means stop: a closed stdin (a
+// supervisor that never writes, a test harness) is not a request.
+void start_stdin_reader() {
+  std::thread([] {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty()) continue;
+      auto m = protocol::decode_supervisor_message(line);
+      if (!m) {
+        log("ignoring bad line on stdin: " + m.error().message);
+        continue;
+      }
+      if (std::holds_alternative<protocol::stop_msg>(*m)) {
+        log("stop requested on stdin; finishing the current step");
+        os::request_stop();
+      }
+    }
+    log("stdin closed (not a stop request; training goes on)");
+  }).detach();
+}
+
+// Fault injection: memory that is allocated, written and never freed, like a leaking framework.
+class leaker {
+ public:
+  explicit leaker(double mib_per_step) : per_step_(mib_per_step * 1048576.0) {}
+  void step() {
+    if (per_step_ <= 0) return;
+    owed_ += per_step_;
+    const auto n = static_cast<std::size_t>(owed_);
+    if (n == 0) return;
+    owed_ -= static_cast<double>(n);
+    auto block = std::make_unique<char[]>(n);
+    std::memset(block.get(), 0x5a, n);  // touched, so it is resident
+    blocks_.push_back(std::move(block));
+  }
+
+ private:
+  double per_step_;
+  double owed_ = 0;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+};
+
+[[noreturn]] void hang(std::int64_t step) {
+  log("debug.hang_at_step: hanging at step " + std::to_string(step) + " (ignoring stop requests)");
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+protocol::progress_msg progress(const trainer& t, const step_outcome* last,
+                                double samples_per_sec) {
+  protocol::progress_msg p;
+  p.step = t.step();
+  p.total_steps = t.geometry().total_steps;
+  if (last != nullptr) {
+    p.epoch = last->epoch;
+    p.loss = last->epoch_loss;
+    p.metrics["accuracy"] = last->epoch_accuracy;
+    if (last->val_loss) p.metrics["val_loss"] = *last->val_loss;
+    if (last->val_accuracy) p.metrics["val_accuracy"] = *last->val_accuracy;
+  } else {
+    p.epoch = t.epoch();
+    p.loss = t.epoch_loss();  // NaN (sent as null) before the epoch's first step
+    if (!std::isnan(t.epoch_accuracy())) p.metrics["accuracy"] = t.epoch_accuracy();
+  }
+  p.samples_per_sec = samples_per_sec;
+  return p;
+}
+
+int run(worker_options opt) {
+  env& e = env::default_env();
+  // Checkpoint messages carry absolute paths: the supervisor may run in another folder.
+  std::error_code ec;
+  auto absolute_dir = std::filesystem::absolute(opt.checkpoint_dir, ec);
+  if (ec) {
+    return fail(exit_bad_config,
+                "--checkpoint-dir " + opt.checkpoint_dir.string() + ": " + ec.message());
+  }
+  opt.checkpoint_dir = absolute_dir.lexically_normal();
+  auto spec = protocol::load_job_spec(e, opt.job_file);
+  if (!spec) return fail(exit_bad_config, spec.error().message);
+  if (auto ok = protocol::check_job_files(e, *spec); !ok) {
+    return fail(exit_bad_config, ok.error().message);
+  }
+  const int threads = set_thread_count(opt.threads.value_or(spec->training.threads));
+
+  auto data = load_dataset(e, spec->data, spec->training.loss, spec->model.layers.back().units);
+  if (!data) return fail(exit_bad_config, data.error().message);
+  auto made = trainer::create(*spec, std::move(*data), e);
+  if (!made) return fail(exit_bad_config, made.error().message);
+  trainer& t = **made;
+  const auto& g = t.geometry();
+
+  if (auto ok = e.create_dirs(opt.checkpoint_dir); !ok) {
+    return fail(exit_runtime_error, ok.error().message);
+  }
+  protocol::checkpoint_store store(e, opt.checkpoint_dir, spec->checkpoints.keep);
+  auto loaded = store.load_newest();
+  if (!loaded) return fail(exit_runtime_error, loaded.error().message);
+  std::optional<std::int64_t> resumed_step;
+  std::filesystem::path resumed_path;
+  if (*loaded) {
+    for (const auto& r : (*loaded)->rejected) log("rejected checkpoint " + r);
+    resumed_path = (*loaded)->path;
+    if (auto ok = t.restore((*loaded)->data, resumed_path.string()); !ok) {
+      return fail(exit_bad_config, ok.error().message);
+    }
+    resumed_step = t.step();
+  }
+  const std::int64_t boundary = shard_boundary(t.step(), g);
+  log("job " + spec->name + ": " +
+      (resumed_step ? "resuming from " + resumed_path.string() : std::string("starting fresh")) +
+      " at step " + std::to_string(t.step()) + " of " + std::to_string(g.total_steps) +
+      ", shard ends at step " + std::to_string(boundary) + ", " + std::to_string(threads) +
+      " threads");
+
+  leaker leak(spec->debug.leak_mib_per_step);
+  send(progress(t, nullptr, 0.0));
+  auto last_report = clock_type::now();
+  std::int64_t samples_since_report = 0;
+  bool stopped = false;
+  while (t.step() < boundary) {
+    if (os::stop_requested()) {
+      stopped = true;
+      break;
+    }
+    if (spec->debug.hang_at_step && *spec->debug.hang_at_step == t.step()) hang(t.step());
+    if (spec->debug.crash_at_step && *spec->debug.crash_at_step == t.step()) {
+      log("debug.crash_at_step: aborting at step " + std::to_string(t.step()));
+      std::abort();
+    }
+    const step_outcome out = t.run_step();
+    leak.step();
+    samples_since_report += out.batch_size;
+    const auto now = clock_type::now();
+    const double secs = std::chrono::duration<double>(now - last_report).count();
+    if (out.epoch_end || secs >= 1.0 || t.step() == boundary) {
+      send(progress(t, &out, secs > 0 ? static_cast<double>(samples_since_report) / secs : 0.0));
+      last_report = now;
+      samples_since_report = 0;
+    }
+  }
+  if (stopped) log("stopping at step " + std::to_string(t.step()) + " on request");
+
+  // A stop before the first step has nothing new to save: announce the checkpoint we resumed.
+  std::filesystem::path path = resumed_path;
+  if (!resumed_step || *resumed_step != t.step()) {
+    auto saved = store.save(t.snapshot());
+    if (saved) {
+      path = *saved;
+    } else if (saved.error().message.rfind("saved ", 0) == 0) {
+      log("warning: " + saved.error().message);  // durable; only pruning failed
+      path = store.path_for_step(t.step());
+    } else {
+      return fail(exit_runtime_error, saved.error().message);
+    }
+  }
+  auto bytes = e.read_file(path);
+  if (!bytes) return fail(exit_runtime_error, bytes.error().message);
+  auto digest = protocol::checkpoint_digest(*bytes);
+  if (!digest) return fail(exit_runtime_error, path.string() + ": " + digest.error().message);
+  send(protocol::checkpoint_msg{path.string(), t.step(), *digest});
+  send(protocol::done_msg{t.step(), t.finished()});
+  log("wrote " + path.string() + (t.finished() ? "; job complete" : ""));
+  return stopped ? exit_stopped : exit_done;
+}
+
+}  // namespace
+
+std::optional<std::string> process_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+result<command_line> parse_command_line(int argc, const char* const* argv,
+                                        const env_lookup& lookup) {
+  CLI::App app(
+      "baton-worker: trains one shard of a baton job and exits (see protocol/README-wire.md)",
+      "baton-worker");
+  worker_options o;
+  int threads = -1;
+  app.add_option("--job", o.job_file,
+                 std::string("job spec file (default: $") + job_file_env + ")");
+  app.add_option(
+      "--checkpoint-dir", o.checkpoint_dir,
+      std::string("folder of this job's checkpoints (default: $") + checkpoint_dir_env + ")");
+  auto* t =
+      app.add_option("--threads", threads, "threads (0: one per core); overrides training.threads")
+          ->check(CLI::Range(0, 4096));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return command_line{std::nullopt, app.help()};
+  } catch (const CLI::ParseError& e) {
+    return make_error(std::string("command line: ") + e.what() +
+                      " (usage: baton-worker --job FILE " + "--checkpoint-dir DIR [--threads N])");
+  }
+  if (t->count() > 0) o.threads = threads;
+  const auto fallback = [&](std::filesystem::path& p, const char* flag, const char* var) -> status {
+    if (!p.empty()) return {};
+    auto v = lookup(var);
+    if (!v || v->empty()) {
+      return make_error(std::string("command line: ") + flag + " is required (or set " + var + ")");
+    }
+    p = *v;
+    return {};
+  };
+  if (auto ok = fallback(o.job_file, "--job", job_file_env); !ok) return ok.error();
+  if (auto ok = fallback(o.checkpoint_dir, "--checkpoint-dir", checkpoint_dir_env); !ok) {
+    return ok.error();
+  }
+  return command_line{o, {}};
+}
+
+int run_worker(int argc, char** argv) {
+  try {
+    auto cl = parse_command_line(argc, argv);
+    if (cl && !cl->options) {
+      std::fputs(cl->help.c_str(), stdout);
+      return exit_done;
+    }
+    // Before hello, so a SIGTERM that races start-up still ends in a clean stop.
+    os::install_stop_handlers();
+    send(protocol::hello_msg{protocol::protocol_version,
+                             static_cast<std::int64_t>(boost::process::v2::current_pid()),
+                             "baton-worker " + std::string(version())});
+    if (!cl) return fail(exit_bad_config, cl.error().message);
+    start_stdin_reader();
+    return run(*cl->options);
+  } catch (const std::bad_alloc&) {
+    return fail(exit_runtime_error, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(exit_runtime_error, std::string("internal error: ") + e.what());
+  }
+}
+
+}  // namespace baton::worker
