@@ -227,7 +227,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         x.detail.empty() && x.cause != exit_cause::completed ? x.status.describe() : x.detail;
     shard.ended_ms = unix_ms_now();
     shard.end_step = record.checkpoint_step;
-    if (auto rate = leak_bytes_per_step(samples)) shard.leak_bytes_per_step = *rate;
+    // A rate fitted to a handful of samples is noise; a shard needs a real curve to have one.
+    if (samples.size() >= 5) {
+      if (auto rate = leak_bytes_per_step(samples)) shard.leak_bytes_per_step = *rate;
+    }
     ++record.exits_by_cause[std::string(to_string(x.cause))];
     log_event("worker " + std::to_string(shard.pid) + " ended: " + std::string(to_string(x.cause)) +
               (shard.detail.empty() ? "" : " (" + shard.detail + ")") + ", checkpoint at step " +

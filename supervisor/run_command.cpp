@@ -63,7 +63,9 @@ int run_job(const run_options& o, cli_context& ctx) {
     ctx.err << s.error().message << "\n";
     return exit_invalid;
   }
-  const fs::path worker = o.worker.empty() ? find_worker_executable(e) : fs::path(o.worker);
+  // Absolute: workers run in the job's folder, where a relative path would name nothing.
+  const fs::path worker =
+      o.worker.empty() ? find_worker_executable(e) : fs::absolute(fs::path(o.worker));
   if (!spec->worker.command && (worker.empty() || !e.file_exists(worker))) {
     ctx.err << "cannot find baton-worker (looked next to baton and in the build tree); "
                "set BATON_WORKER or pass --worker PATH\n";

@@ -52,7 +52,7 @@ std::string format_progress_line(const progress_view& v) {
   o << " | step " << l.step;
   if (l.total_steps > 0) o << "/" << l.total_steps;
   o << " epoch " << l.epoch + 1;
-  o << " | loss " << fixed(l.loss, 4);
+  o << " | loss " << (std::isfinite(l.loss) ? fixed(l.loss, 4) : std::string("-"));
   if (auto it = l.metrics.find("accuracy"); it != l.metrics.end()) {
     o << " acc " << fixed(it->second, 3);
   }

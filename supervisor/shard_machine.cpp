@@ -192,6 +192,13 @@ void on_exit(step& t, const ev::worker_exited& e) {
     }
     return;
   }
+  if (e.status == os::exit_status::exited(3) && e.last_done) {
+    // Exit 3 after `done` is the protocol's "stopped cleanly after a checkpoint": somebody else
+    // (an admin's SIGTERM) stopped it. Nothing was lost, so it is not a crash.
+    t.emit(act::record_exit{exit_cause::stopped, e.status, "stopped by a signal from outside"});
+    t.restart_clean(e.now_ms);
+    return;
+  }
   if (clean) {
     t.emit(act::record_exit{exit_cause::completed, e.status, {}});
     t.restart_clean(e.now_ms);  // shard done: the next worker resumes from its checkpoint

@@ -27,12 +27,13 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
-// 512 samples, batch 32: 16 steps per epoch, 4 epochs, one epoch per shard. One thread, so the
-// weights are comparable across runs bit for bit.
+// 2048 samples, batch 128: 16 steps per epoch, 4 epochs, one epoch per shard. Steps of a few
+// milliseconds, so memory samples every 10 ms see a shard grow. One thread, so the weights are
+// comparable across runs bit for bit.
 json small_job(const std::string& name) {
   return {
       {"name", name},
-      {"data", {{"type", "synthetic"}, {"samples", 512}, {"features", 16}, {"seed", 5}}},
+      {"data", {{"type", "synthetic"}, {"samples", 2048}, {"features", 16}, {"seed", 5}}},
       {"model",
        {{"layers",
          {{{"units", 64}, {"activation", "relu"}},
@@ -40,12 +41,12 @@ json small_job(const std::string& name) {
           {{"units", 1}, {"activation", "sigmoid"}}}}}},
       {"training",
        {{"loss", "binary_crossentropy"},
-        {"batch_size", 32},
+        {"batch_size", 128},
         {"epochs", 4},
         {"seed", 9},
         {"threads", 1}}},
       {"shard", {{"epochs", 1}}},
-      {"memory", {{"poll_ms", 20}}},
+      {"memory", {{"poll_ms", 10}}},
       {"restart", {{"max_failures", 3}, {"backoff_initial_ms", 1000}, {"backoff_max_ms", 2000}}}};
 }
 
@@ -111,8 +112,8 @@ TEST_CASE("a leaking worker under a soft limit is recycled and ends with the sam
           "[integration][builtin_worker]") {
   const auto dir = scratch("soft");
   auto job = small_job("soft");
-  job["debug"] = {{"leak_mib_per_step", 4}};
-  job["memory"] = {{"soft_limit_mib", 80}, {"poll_ms", 20}};
+  job["debug"] = {{"leak_mib_per_step", 8}};
+  job["memory"] = {{"soft_limit_mib", 100}, {"poll_ms", 10}};
   const auto r = baton_run(write_job(dir, job), dir / "state");
   CHECK(r.status == baton::os::exit_status::exited(0));
   CHECK(r.summary["state"] == "completed");
@@ -127,17 +128,17 @@ TEST_CASE("a hard limit kills at once; later workers stop in time and the weight
   const auto dir = scratch("hard");
   auto job = small_job("hard");
   job["shard"] = {{"epochs", 4}};
-  job["debug"] = {{"leak_mib_per_step", 4}};
-  job["memory"] = {{"hard_limit_mib", 90}, {"poll_ms", 20}};
+  job["debug"] = {{"leak_mib_per_step", 8}};
+  job["memory"] = {{"hard_limit_mib", 110}, {"poll_ms", 10}};
   const auto r = baton_run(write_job(dir, job), dir / "state");
   CHECK(r.status == baton::os::exit_status::exited(0));
   CHECK(r.summary["state"] == "completed");
   CHECK(r.summary["restarts_by_cause"].value("memory_hard", 0) == 1);
   const auto& killed = r.summary["shards"][0];
   CHECK(killed["exit_cause"] == "memory_hard");
-  // Killed within two poll intervals of crossing: at 4 MiB per step and 20 ms polls the worker
-  // cannot have grown far past the limit.
-  CHECK(killed["peak_rss_bytes"].get<std::int64_t>() < (90 + 64) * (1 << 20));
+  // Killed within two poll intervals of crossing: at 8 MiB per step of a few milliseconds and
+  // 10 ms polls the worker cannot have grown far past the limit.
+  CHECK(killed["peak_rss_bytes"].get<std::int64_t>() < (110 + 48) * (1 << 20));
   CHECK(final_state(r.summary) == reference_state());
   fs::remove_all(dir);
 }

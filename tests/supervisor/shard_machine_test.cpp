@@ -429,7 +429,7 @@ TEST_CASE("a hard kill teaches the next workers to stop before the limit",
   d.on(ev::rss_sample{1600 * mib});
   d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 5000});
   REQUIRE(d.s.step_budget == 60);  // 3/4 of the 80 steps the killed worker got through
-  d.run_worker(7000);  // the kill lost steps 101-180: resume at 100 again
+  d.run_worker(7000);              // the kill lost steps 101-180: resume at 100 again
   CHECK(d.s.shard_start_step == 100);
   for (std::int64_t step = 101; step < 160; ++step)
     CHECK(d.on(ev::progress{step}) == strings{"start_timer{stall,120000}"});
@@ -459,4 +459,22 @@ TEST_CASE("hard kills before a single step fail the job after max_failures",
         "killed at the hard memory limit 3 times at step 0 before finishing a step: raise "
         "memory.hard_limit_mib");
   CHECK(d.s.failures == 0);  // never counted as crashes
+}
+
+TEST_CASE("a worker stopped from outside (exit 3 after done) is restarted, not a crash",
+          "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{40});
+  auto a =
+      d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{40, false}, 5000});
+  CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                     "record_exit{stopped,exit code 3,stopped by a signal from outside}", "persist",
+                     "spawn_worker"});
+  CHECK(d.s.failures == 0);
+  // Exit 3 without the done message is a crash like any other.
+  d.on(ev::worker_spawned{7000});
+  d.on(ev::hello{});
+  d.on(ev::worker_exited{exit_status::exited(3), std::nullopt, 9000});
+  CHECK(d.s.failures == 1);
 }
