@@ -7,7 +7,9 @@
 #include "os/env.h"
 #include "protocol/job_spec.h"
 #include "protocol/version.h"
+#include "supervisor/client_command.h"
 #include "supervisor/run_command.h"
+#include "supervisor/serve_command.h"
 
 namespace baton {
 
@@ -61,6 +63,13 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   cli_context ctx{out, err, env::default_env()};
   add_validate_command(app, ctx);
   add_run_command(app, ctx);
+  add_serve_command(app, ctx);
+  add_submit_command(app, ctx);
+  add_list_command(app, ctx);
+  add_status_command(app, ctx);
+  add_logs_command(app, ctx);
+  add_cancel_command(app, ctx);
+  add_wait_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -293,6 +293,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     const auto gen = ++worker_gen;
     shard.pid = worker->pid();
     record.shards.push_back(std::move(shard));
+    // On disk at once: if the supervisor dies during this shard, the next one must find the
+    // worker in the history (and close it as stopped) rather than lose it.
+    apply_one(act::persist{});
     stdout_done = false;
     exit_status.reset();
     last_done.reset();

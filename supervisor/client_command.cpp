@@ -1,0 +1,405 @@
+#include "supervisor/client_command.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "os/env.h"
+#include "os/peer_credentials.h"
+#include "os/system.h"
+#include "supervisor/control_client.h"
+#include "supervisor/control_server.h"
+#include "supervisor/run_report.h"
+
+namespace baton {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace baton::supervisor;
+
+namespace {
+
+struct client_options {
+  std::string socket;
+  std::string id;
+  bool json = false;
+};
+
+void add_socket_option(CLI::App* cmd, client_options& o) {
+  cmd->add_option("--socket", o.socket,
+                  "Daemon control socket (default: $BATON_SOCKET, else the per-user default)");
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string leak_text(double bytes_per_step) {
+  return std::abs(bytes_per_step) >= 1024 ? fixed(bytes_per_step / 1048576.0, 2) + " MiB/step"
+                                          : fixed(bytes_per_step, 0) + " B/step";
+}
+
+bool is_terminal_name(const std::string& s) {
+  return s == "completed" || s == "failed" || s == "cancelled";
+}
+
+// An HTTP error answer as one message: the daemon's {"error"}, else the status code.
+std::string error_text(const api_response& r) {
+  if (r.body.is_object()) {
+    if (auto it = r.body.find("error"); it != r.body.end() && it->is_string()) {
+      return it->get<std::string>();
+    }
+  }
+  return "the baton daemon answered HTTP " + std::to_string(r.status);
+}
+
+// One call; prints transport and HTTP errors and returns nullopt on them.
+std::optional<json> call(cli_context& ctx, const client_options& o, std::string_view method,
+                         const std::string& target, const json& body = nullptr,
+                         int* http_status = nullptr) {
+  auto r = control_client::call(resolve_client_socket(o.socket), method, target, body);
+  if (!r) {
+    ctx.err << "baton: " << r.error().message << "\n";
+    return std::nullopt;
+  }
+  if (http_status) *http_status = r->status;
+  if (r->status < 200 || r->status >= 300) {
+    ctx.err << "baton: " << error_text(*r) << "\n";
+    return std::nullopt;
+  }
+  return std::move(r->body);
+}
+
+std::string str(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::int64_t num(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<std::int64_t>() : 0;
+}
+
+}  // namespace
+
+fs::path resolve_client_socket(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (auto s = os::get_env("BATON_SOCKET"); s && !s->empty()) return *s;
+  const auto xdg = os::get_env("XDG_RUNTIME_DIR");
+  return default_socket_path(os::current_uid(), xdg ? xdg->c_str() : nullptr);
+}
+
+std::string format_job_status(const json& s) {
+  std::ostringstream o;
+  const std::string state = str(s, "state");
+  o << "job " << str(s, "id") << " (" << str(s, "name") << "): " << state;
+  if (!str(s, "diagnosis").empty()) o << " (" << str(s, "diagnosis") << ")";
+  if (auto q = s.find("queue_position"); q != s.end()) o << ", position " << *q << " in the queue";
+  o << "\n";
+  const auto total = num(s, "total_steps");
+  const auto step = num(s, "step");
+  o << "  step " << step;
+  if (total > 0) {
+    o << "/" << total << " (" << fixed(100.0 * static_cast<double>(step) / total, 1) << "%)";
+  }
+  const auto live = s.find("live");
+  if (live != s.end() && live->is_object() && num(*live, "pid") != 0) {
+    o << ", epoch " << num(*live, "epoch") + 1 << ", loss " << fixed(live->value("loss", 0.0), 4);
+    const json metrics = live->value("metrics", json::object());
+    for (const auto& [k, v] : metrics.items()) {
+      if (v.is_number()) o << ", " << k << " " << fixed(v.get<double>(), 4);
+    }
+    o << "\n  worker pid " << num(*live, "pid") << ", rss " << format_mib(num(*live, "rss_bytes"));
+  }
+  o << "\n";
+  o << "  memory limits: soft "
+    << (s.value("soft_limit_mib", json()).is_number()
+            ? std::to_string(num(s, "soft_limit_mib")) + " MiB"
+            : "none")
+    << ", hard "
+    << (s.value("hard_limit_mib", json()).is_number()
+            ? std::to_string(num(s, "hard_limit_mib")) + " MiB"
+            : "none")
+    << "; peak RSS " << format_mib(num(s, "peak_rss_bytes"));
+  if (const auto leak = s.value("leak_bytes_per_step", json()); leak.is_number()) {
+    o << ", leak " << leak_text(leak.get<double>()) << " (newest worker)";
+  }
+  o << "\n";
+  const std::string ckpt = str(s, "checkpoint_path");
+  o << "  checkpoint: "
+    << (ckpt.empty() ? "(none yet)"
+                     : "step " + std::to_string(num(s, "checkpoint_step")) + " at " + ckpt)
+    << "\n";
+  const auto shards = s.value("shards", json::array());
+  if (!shards.empty()) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %5s %7s %7s %8s %8s  %-12s %10s %14s  %s\n", "shard",
+                  "attempt", "pid", "from", "to", "exit", "peak RSS", "leak", "detail");
+    o << line;
+    for (const auto& sh : shards) {
+      const auto cause = sh.value("cause", json());
+      const std::string leak = leak_text(sh.value("leak_bytes_per_step", 0.0));
+      std::snprintf(
+          line, sizeof line, "  %5lld %7lld %7lld %8lld %8lld  %-12s %10s %14s  %s\n",
+          static_cast<long long>(num(sh, "index")), static_cast<long long>(num(sh, "attempt")),
+          static_cast<long long>(num(sh, "pid")), static_cast<long long>(num(sh, "start_step")),
+          static_cast<long long>(num(sh, "end_step")),
+          cause.is_string() ? cause.get<std::string>().c_str() : "running",
+          format_mib(num(sh, "peak_rss_bytes")).c_str(), cause.is_string() ? leak.c_str() : "-",
+          str(sh, "detail").c_str());
+      o << line;
+    }
+  }
+  o << "  exits:";
+  const auto exits = s.value("exits_by_cause", json::object());
+  if (exits.empty()) o << " none";
+  for (const auto& [cause, count] : exits.items()) o << " " << cause << " " << count;
+  o << "\n";
+  return o.str();
+}
+
+std::string format_job_list(const json& list) {
+  std::ostringstream o;
+  const auto jobs = list.value("jobs", json::array());
+  if (jobs.empty()) return "no jobs\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-32s %-10s %15s %7s %10s  %s\n", "ID", "STATE", "STEP",
+                "WORKERS", "RSS", "DIAGNOSIS");
+  o << line;
+  for (const auto& j : jobs) {
+    std::string step = std::to_string(num(j, "step"));
+    if (num(j, "total_steps") > 0) step += "/" + std::to_string(num(j, "total_steps"));
+    const auto rss = num(j, "rss_bytes");
+    std::snprintf(line, sizeof line, "%-32s %-10s %15s %7lld %10s  %s\n", str(j, "id").c_str(),
+                  str(j, "state").c_str(), step.c_str(), static_cast<long long>(num(j, "workers")),
+                  rss > 0 ? format_mib(rss).c_str() : "-", str(j, "diagnosis").c_str());
+    o << line;
+  }
+  return o.str();
+}
+
+void add_submit_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto config = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand(
+      "submit", "Send a job config to the daemon; prints the new job's id (exit 2 if invalid)");
+  cmd->add_option("CONFIG", *config, "Job config file (JSON)")->required();
+  cmd->add_flag("--json", o->json, "Print {\"id\": ...} instead of the bare id");
+  add_socket_option(cmd, *o);
+  cmd->callback([o, config, &ctx] {
+    ctx.exit_code = exit_invalid;
+    std::error_code ec;
+    const fs::path file = fs::absolute(*config, ec);
+    auto text = ctx.environment.read_file(ec ? fs::path(*config) : file);
+    if (!text) {
+      ctx.err << *config << ": " << text.error().message << "\n";
+      return;
+    }
+    // The daemon checks the spec; locally only what must hold to send it at all.
+    auto doc = parse_json_limited(*text);
+    if (!doc) {
+      ctx.err << *config << ": " << doc.error().message << "\n";
+      return;
+    }
+    if (!doc->is_object()) {
+      ctx.err << *config << ": a job config must be a JSON object\n";
+      return;
+    }
+    // Relative paths in the job mean "next to the job file", wherever the daemon runs.
+    const json body = {{"spec", std::move(*doc)},
+                       {"base_dir", (ec ? fs::path(*config) : file).parent_path().string()}};
+    auto r = control_client::call(resolve_client_socket(o->socket), "POST", "/v1/jobs", body);
+    if (!r) {
+      ctx.err << "baton: " << r.error().message << "\n";
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    if (r->status == 400) {
+      const auto errors = r->body.value("errors", json::array());
+      if (errors.empty()) ctx.err << *config << ": " << error_text(*r) << "\n";
+      for (const auto& line : errors) {
+        if (line.is_string()) ctx.err << *config << ": " << line.get<std::string>() << "\n";
+      }
+      return;
+    }
+    if (r->status != 201) {
+      ctx.err << "baton: " << error_text(*r) << "\n";
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    if (o->json) {
+      ctx.out << json{{"id", str(r->body, "id")}}.dump() << "\n";
+    } else {
+      ctx.out << str(r->body, "id") << "\n";
+    }
+    ctx.exit_code = exit_ok;
+  });
+}
+
+void add_list_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto* cmd = app.add_subcommand("list", "List the daemon's jobs, oldest first");
+  cmd->add_flag("--json", o->json, "Print the API's JSON");
+  add_socket_option(cmd, *o);
+  cmd->callback([o, &ctx] {
+    auto body = call(ctx, *o, "GET", "/v1/jobs");
+    if (!body) {
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    ctx.out << (o->json ? body->dump(2) + "\n" : format_job_list(*body));
+    ctx.exit_code = exit_ok;
+  });
+}
+
+void add_status_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto* cmd = app.add_subcommand(
+      "status", "Show a job: state, progress, checkpoint, memory and every worker it ran");
+  cmd->add_option("ID", o->id, "Job id (from submit or list)")->required();
+  cmd->add_flag("--json", o->json, "Print the API's JSON (the job record plus live progress)");
+  add_socket_option(cmd, *o);
+  cmd->callback([o, &ctx] {
+    if (!is_valid_job_id(o->id)) {
+      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.exit_code = exit_usage;
+      return;
+    }
+    auto body = call(ctx, *o, "GET", "/v1/jobs/" + o->id);
+    if (!body) {
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    ctx.out << (o->json ? body->dump(2) + "\n" : format_job_status(*body));
+    ctx.exit_code = exit_ok;
+  });
+}
+
+void add_logs_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto follow = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand("logs", "Print a job's worker log (stderr and supervisor events)");
+  cmd->add_option("ID", o->id, "Job id")->required();
+  cmd->add_flag("-f,--follow", *follow, "Keep printing new output until the job ends");
+  add_socket_option(cmd, *o);
+  cmd->callback([o, follow, &ctx] {
+    if (!is_valid_job_id(o->id)) {
+      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.exit_code = exit_usage;
+      return;
+    }
+    std::uint64_t offset = 0;
+    while (true) {
+      auto body =
+          call(ctx, *o, "GET", "/v1/jobs/" + o->id + "/logs?offset=" + std::to_string(offset));
+      if (!body) {
+        ctx.exit_code = exit_failure;
+        return;
+      }
+      ctx.out << str(*body, "data") << std::flush;
+      const auto next = body->value("next_offset", offset);
+      const auto size = body->value("size", std::uint64_t{0});
+      const bool advanced = next > offset;
+      offset = next;
+      if (advanced && next < size) continue;  // more is there already
+      // Caught up. The state was read after the chunk, on the daemon's one thread, so a
+      // terminal state here means nothing more will be written.
+      if (!*follow || is_terminal_name(str(*body, "state"))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    ctx.exit_code = exit_ok;
+  });
+}
+
+void add_cancel_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto* cmd = app.add_subcommand(
+      "cancel", "Cancel a job: a queued job never starts, a running worker is stopped");
+  cmd->add_option("ID", o->id, "Job id")->required();
+  add_socket_option(cmd, *o);
+  cmd->callback([o, &ctx] {
+    if (!is_valid_job_id(o->id)) {
+      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.exit_code = exit_usage;
+      return;
+    }
+    auto body = call(ctx, *o, "POST", "/v1/jobs/" + o->id + "/cancel");
+    if (!body) {
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    const auto state = str(*body, "state");
+    ctx.out << "job " << o->id << ": "
+            << (state == "cancelled" ? "cancelled" : "cancelling (the worker is being stopped)")
+            << "\n";
+    ctx.exit_code = exit_ok;
+  });
+}
+
+void add_wait_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto timeout_s = std::make_shared<double>(0.0);
+  auto* cmd = app.add_subcommand(
+      "wait", "Wait until a job completes, fails or is cancelled; exit 0 only if it completed");
+  cmd->add_option("ID", o->id, "Job id")->required();
+  cmd->add_option("--timeout", *timeout_s, "Give up after this many seconds (default: never)")
+      ->check(CLI::NonNegativeNumber);
+  add_socket_option(cmd, *o);
+  cmd->callback([o, timeout_s, &ctx] {
+    if (!is_valid_job_id(o->id)) {
+      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.exit_code = exit_usage;
+      return;
+    }
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    const auto socket = resolve_client_socket(o->socket);
+    // A daemon restart (upgrade, crash) must not end the wait: after the first good answer,
+    // transport errors are retried for this long.
+    constexpr auto reconnect_window = std::chrono::seconds(60);
+    std::optional<clock::time_point> unreachable_since;
+    bool answered = false;
+    while (true) {
+      auto r = control_client::call(socket, "GET", "/v1/jobs/" + o->id);
+      if (!r) {
+        const auto now = clock::now();
+        if (!unreachable_since) unreachable_since = now;
+        if (!answered || now - *unreachable_since > reconnect_window) {
+          ctx.err << "baton: " << r.error().message << "\n";
+          ctx.exit_code = exit_failure;
+          return;
+        }
+      } else if (r->status != 200) {
+        ctx.err << "baton: " << error_text(*r) << "\n";
+        ctx.exit_code = exit_failure;
+        return;
+      } else {
+        answered = true;
+        unreachable_since.reset();
+        const auto state = str(r->body, "state");
+        if (is_terminal_name(state)) {
+          const auto diagnosis = str(r->body, "diagnosis");
+          ctx.out << "job " << o->id << ": " << state
+                  << (diagnosis.empty() ? "" : " (" + diagnosis + ")") << "\n";
+          ctx.exit_code = state == "completed" ? exit_ok : exit_failure;
+          return;
+        }
+      }
+      if (*timeout_s > 0 &&
+          std::chrono::duration<double>(clock::now() - start).count() > *timeout_s) {
+        ctx.err << "baton: job " << o->id << " did not finish within " << *timeout_s << " s\n";
+        ctx.exit_code = exit_failure;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  });
+}
+
+}  // namespace baton

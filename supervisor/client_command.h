@@ -1,0 +1,30 @@
+// The client verbs of `baton` that talk to a running daemon over its control socket: submit,
+// list, status, logs, cancel and wait. Each is one or a few control_client calls; the socket is
+// --socket, else $BATON_SOCKET, else default_socket_path(). The human views are pure functions
+// of the API's JSON so they are tested without a daemon.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "supervisor/cli.h"
+
+namespace baton {
+
+void add_submit_command(CLI::App& app, cli_context& ctx);
+void add_list_command(CLI::App& app, cli_context& ctx);
+void add_status_command(CLI::App& app, cli_context& ctx);
+void add_logs_command(CLI::App& app, cli_context& ctx);
+void add_cancel_command(CLI::App& app, cli_context& ctx);
+void add_wait_command(CLI::App& app, cli_context& ctx);
+
+// --socket if given, else $BATON_SOCKET, else the default path for this user.
+std::filesystem::path resolve_client_socket(const std::string& flag);
+
+// `baton status ID`: state, progress, newest checkpoint, memory, and the shard history table.
+std::string format_job_status(const nlohmann::json& status);
+// `baton list`: one line per job.
+std::string format_job_list(const nlohmann::json& list);
+
+}  // namespace baton

@@ -1,0 +1,643 @@
+#include "supervisor/daemon.h"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "os/process.h"
+#include "os/system.h"
+#include "protocol/job_spec.h"
+#include "protocol/version.h"
+#include "supervisor/control_server.h"
+#include "supervisor/job_store.h"
+#include "supervisor/leak_rate.h"
+
+namespace baton::supervisor {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// Total steps are known up front only when the sample count is (synthetic data); otherwise the
+// worker reports them with its first progress message.
+std::int64_t planned_steps(const protocol::job_spec& spec) {
+  if (const auto* s = std::get_if<protocol::synthetic_data>(&spec.data)) {
+    return protocol::compute_geometry(spec, s->samples).total_steps;
+  }
+  return 0;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto nl = text.find('\n', start);
+    lines.push_back(text.substr(start, nl == std::string::npos ? nl : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return lines;
+}
+
+api_response invalid_spec(const std::string& message) {
+  auto r = error_response(400, message);
+  r.body["errors"] = split_lines(message);
+  return r;
+}
+
+// A worker that was running when the previous daemon died left a shard with no exit cause; it
+// was killed with its supervisor (PDEATHSIG), which is a stop, not a failure of the job.
+void close_interrupted_shard(job_record& r, const std::string& why) {
+  if (r.shards.empty() || r.shards.back().cause) return;
+  auto& s = r.shards.back();
+  s.cause = exit_cause::stopped;
+  s.detail = why;
+  s.ended_ms = std::max(s.started_ms, r.updated_ms);
+  s.end_step = std::max(s.end_step, r.checkpoint_step);
+  ++r.exits_by_cause[std::string(to_string(exit_cause::stopped))];
+}
+
+std::optional<double> live_leak_rate(const shard_record& s) {
+  std::vector<rss_sample> samples;
+  samples.reserve(s.rss.size());
+  for (const auto& p : s.rss) {
+    samples.push_back(
+        {p.step, p.t_ms, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.bytes))});
+  }
+  return leak_bytes_per_step(samples);
+}
+
+bool before(const job_record& a, const job_record& b) {
+  return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.id < b.id;
+}
+
+}  // namespace
+
+json job_status_json(const job_record& r, const live_status* live,
+                     std::optional<std::int64_t> soft_limit_mib,
+                     std::optional<std::int64_t> hard_limit_mib) {
+  json j = to_json(r);
+  std::int64_t peak = 0;
+  for (const auto& s : r.shards) peak = std::max(peak, s.peak_rss_bytes);
+  j["peak_rss_bytes"] = peak;
+  json leak = nullptr;
+  if (!r.shards.empty()) {
+    const auto& s = r.shards.back();
+    if (s.cause) {
+      leak = s.leak_bytes_per_step;
+    } else if (auto rate = live_leak_rate(s)) {
+      leak = *rate;
+    }
+  }
+  j["leak_bytes_per_step"] = leak;
+  j["soft_limit_mib"] = soft_limit_mib ? json(*soft_limit_mib) : json(nullptr);
+  j["hard_limit_mib"] = hard_limit_mib ? json(*hard_limit_mib) : json(nullptr);
+  j["step"] = live ? live->step : r.checkpoint_step;
+  if (live) {
+    j["live"] = {{"pid", live->pid},
+                 {"step", live->step},
+                 {"total_steps", live->total_steps},
+                 {"epoch", live->epoch},
+                 {"loss", live->loss},
+                 {"metrics", live->metrics},
+                 {"samples_per_sec", live->samples_per_sec},
+                 {"rss_bytes", live->rss_bytes}};
+  } else {
+    j["live"] = nullptr;
+  }
+  return j;
+}
+
+result<log_chunk> read_log_chunk(const fs::path& file, std::uint64_t offset,
+                                 std::size_t max_bytes) {
+  log_chunk c;
+  c.offset = c.next_offset = offset;
+  std::error_code ec;
+  const auto size = fs::file_size(file, ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) return c;  // no worker has written yet
+    return make_error("cannot read " + file.string() + ": " + ec.message());
+  }
+  c.size = size;
+  if (offset >= size) return c;
+  const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(max_bytes, size - offset));
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return make_error("cannot open " + file.string());
+  in.seekg(static_cast<std::streamoff>(offset));
+  c.data.resize(want);
+  in.read(c.data.data(), static_cast<std::streamsize>(want));
+  c.data.resize(static_cast<std::size_t>(in.gcount()));
+  // Do not split a UTF-8 character across two chunks: the tail goes out with the next one.
+  std::size_t cut = c.data.size();
+  for (std::size_t back = 1; back <= 3 && back <= c.data.size(); ++back) {
+    const auto b = static_cast<unsigned char>(c.data[c.data.size() - back]);
+    if ((b & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
+    const std::size_t need = (b & 0xE0) == 0xC0   ? 2
+                             : (b & 0xF0) == 0xE0 ? 3
+                             : (b & 0xF8) == 0xF0 ? 4
+                                                  : 1;
+    if (need > back) cut = c.data.size() - back;
+    break;
+  }
+  if (cut > 0) c.data.resize(cut);  // a lone broken tail is sent as is rather than never
+  c.next_offset = offset + c.data.size();
+  return c;
+}
+
+struct daemon::impl : std::enable_shared_from_this<impl> {
+  struct job_entry {
+    job_record record;  // the truth while no runner exists; refreshed when one comes to rest
+    std::optional<protocol::job_spec> spec;
+    std::unique_ptr<job_runner> runner;
+    const job_record& current() const { return runner ? runner->record() : record; }
+  };
+
+  impl(asio::io_context& io_, env& e_, daemon_options o)
+      : io(io_),
+        e(e_),
+        options(std::move(o)),
+        store(e_, options.settings.state_dir),
+        started_ms(unix_ms_now()) {}
+
+  asio::io_context& io;
+  env& e;
+  daemon_options options;
+  job_store store;
+  std::unique_ptr<control_server> server;
+  std::optional<asio::signal_set> signals;
+  std::map<std::string, job_entry> jobs;
+  std::deque<std::string> queue;
+  std::size_t running = 0;
+  bool stopping = false;
+  bool finished = false;
+  std::string last_status;
+  std::int64_t started_ms;
+
+  void log(log_level level, const std::string& message) {
+    if (level > options.settings.level) return;
+    if (options.hooks.log) {
+      options.hooks.log(level, message);
+      return;
+    }
+    std::cerr << "baton: " << to_string(level) << ": " << message << std::endl;
+  }
+
+  void save(job_record& r) {
+    if (auto s = store.save(r); !s) {
+      log(log_level::error, "job " + r.id + ": cannot save its record: " + s.error().message);
+    }
+  }
+
+  status recover() {
+    auto ids = store.list();
+    if (!ids) return ids.error();
+    std::vector<std::string> resume;
+    for (const auto& id : *ids) {
+      job_entry entry;
+      auto spec = store.load_spec(id);
+      auto loaded = store.load(id);
+      auto& r = entry.record;
+      if (!loaded) {
+        // Never dropped silently: the job stays listed, failed, with the reasons.
+        log(log_level::error, "job " + id + ": " + loaded.error().message);
+        r.id = id;
+        r.name = spec ? spec->name : id;
+        r.state = job_state::failed;
+        r.diagnosis = "job record does not verify: " + loaded.error().message;
+        r.created_ms = r.updated_ms = 0;
+        save(r);
+        jobs.emplace(id, std::move(entry));
+        continue;
+      }
+      for (const auto& why : loaded->rejected) {
+        log(log_level::warning, "job " + id + ": skipped a damaged record slot: " + why);
+      }
+      r = std::move(loaded->record);
+      if (!spec) {
+        if (!is_terminal(r.state)) {
+          log(log_level::error, "job " + id + ": " + spec.error().message);
+          close_interrupted_shard(r, "supervisor exited while the worker ran");
+          r.state = job_state::failed;
+          r.diagnosis = "job spec does not load: " + spec.error().message;
+          save(r);
+        }
+        jobs.emplace(id, std::move(entry));
+        continue;
+      }
+      entry.spec = std::move(*spec);
+      if (r.state == job_state::queued || r.state == job_state::running ||
+          r.state == job_state::backoff) {
+        const bool changed =
+            r.state != job_state::queued || (!r.shards.empty() && !r.shards.back().cause);
+        close_interrupted_shard(r, "supervisor exited while the worker ran");
+        r.state = job_state::queued;
+        if (changed) save(r);
+        resume.push_back(id);
+      }
+      jobs.emplace(id, std::move(entry));
+    }
+    std::sort(resume.begin(), resume.end(), [this](const std::string& a, const std::string& b) {
+      return before(jobs.at(a).record, jobs.at(b).record);
+    });
+    queue.assign(resume.begin(), resume.end());
+    std::size_t paused = 0, failed = 0;
+    for (const auto& [id, j] : jobs) {
+      paused += j.record.state == job_state::paused;
+      failed += j.record.state == job_state::failed;
+    }
+    log(log_level::info, "recovered " + std::to_string(jobs.size()) + " jobs from " +
+                             store.state_dir().string() + ": " + std::to_string(queue.size()) +
+                             " to run, " + std::to_string(paused) + " paused, " +
+                             std::to_string(failed) + " failed");
+    return {};
+  }
+
+  void publish_status() {
+    std::string text =
+        std::to_string(running) + " running, " + std::to_string(queue.size()) + " queued";
+    if (stopping) text = "stopping: " + text;
+    if (text == last_status) return;
+    last_status = text;
+    if (options.hooks.on_status) options.hooks.on_status(text);
+  }
+
+  void start_next() {
+    while (!stopping && running < static_cast<std::size_t>(options.settings.max_workers) &&
+           !queue.empty()) {
+      const std::string id = queue.front();
+      queue.pop_front();
+      start_runner(id);
+    }
+    publish_status();
+  }
+
+  void start_runner(const std::string& id) {
+    auto& j = jobs.at(id);
+    runner_options ro;
+    ro.worker_exe = options.worker_exe;
+    std::weak_ptr<impl> weak = weak_from_this();
+    // on_rest fires inside the runner's own event loop: the runner is retired from a fresh
+    // handler, never from under its own feet.
+    ro.on_rest = [weak, id, &io = io] {
+      asio::post(io, [weak, id] {
+        if (auto self = weak.lock()) self->on_rest(id);
+      });
+    };
+    ro.on_event = [weak, id](const std::string& message) {
+      if (auto self = weak.lock()) self->log(log_level::debug, "job " + id + ": " + message);
+    };
+    ro.on_change = [weak] {
+      if (auto self = weak.lock()) self->publish_status();
+    };
+    log(log_level::info,
+        "job " + id + ": starting" +
+            (j.record.checkpoint_step > 0 ? " from step " + std::to_string(j.record.checkpoint_step)
+                                          : std::string()));
+    j.runner = std::make_unique<job_runner>(io, store, j.record, *j.spec, std::move(ro));
+    ++running;
+    j.runner->start();
+  }
+
+  void on_rest(const std::string& id) {
+    const auto it = jobs.find(id);
+    if (it == jobs.end() || !it->second.runner || !it->second.runner->at_rest()) return;
+    auto& j = it->second;
+    j.record = j.runner->record();
+    j.runner.reset();
+    --running;
+    auto& r = j.record;
+    if (stopping && r.state == job_state::paused) {
+      // Paused only because we are going away: the next daemon must pick it up by itself.
+      r.state = job_state::queued;
+      r.diagnosis.clear();
+      save(r);
+      log(log_level::info, "job " + id + ": stopped at checkpoint step " +
+                               std::to_string(r.checkpoint_step) + "; queued for the next start");
+    } else {
+      log(r.state == job_state::failed ? log_level::warning : log_level::info,
+          "job " + id + ": " + std::string(to_string(r.state)) +
+              (r.diagnosis.empty() ? "" : " (" + r.diagnosis + ")"));
+    }
+    if (stopping) {
+      publish_status();
+      maybe_finish();
+    } else {
+      start_next();
+    }
+  }
+
+  void shutdown() {
+    if (stopping) return;
+    stopping = true;
+    if (options.hooks.on_stopping) options.hooks.on_stopping();
+    log(log_level::info,
+        "shutting down: " + std::to_string(running) + " running job(s) checkpoint and stop first");
+    if (server) server->stop();
+    for (auto& [id, j] : jobs) {
+      if (j.runner) j.runner->pause("the baton daemon is shutting down");
+    }
+    publish_status();
+    maybe_finish();
+  }
+
+  void shutdown_now() {
+    if (finished) return;
+    stopping = true;
+    if (server) server->stop();
+    log(log_level::warning, "stopping at once: killing " + std::to_string(running) + " worker(s)");
+    for (auto& [id, j] : jobs) {
+      if (!j.runner) continue;
+      j.record = j.runner->record();
+      j.runner.reset();  // kills the worker's group and descendants
+      --running;
+      if (!is_terminal(j.record.state)) {
+        close_interrupted_shard(j.record, "killed: the baton daemon was forced to stop");
+        j.record.state = job_state::queued;
+        j.record.diagnosis.clear();
+        save(j.record);
+      }
+    }
+    finish(1);
+  }
+
+  void maybe_finish() {
+    if (!stopping || finished || running > 0) return;
+    finish(0);
+  }
+
+  void finish(int code) {
+    finished = true;
+    if (signals) {
+      boost::system::error_code ignored;
+      signals->cancel(ignored);
+    }
+    log(log_level::info, code == 0 ? "stopped" : "stopped by force");
+    if (options.hooks.on_stopped) {
+      options.hooks.on_stopped(code);
+    } else {
+      io.stop();
+    }
+  }
+
+  void reload() {
+    if (options.hooks.on_reloading) options.hooks.on_reloading();
+    if (!options.reload_settings) {
+      log(log_level::info, "reload requested; there is no settings file to read");
+    } else if (auto s = options.reload_settings(); !s) {
+      log(log_level::error, "reload failed, settings unchanged:\n" + s.error().message);
+    } else {
+      auto& cur = options.settings;
+      if (s->state_dir != cur.state_dir || s->socket != cur.socket ||
+          s->socket_group != cur.socket_group) {
+        log(log_level::warning,
+            "reload: state_dir, socket and socket_group take effect only on restart");
+      }
+      cur.max_workers = s->max_workers;
+      cur.level = s->level;
+      cur.default_soft_limit_mib = s->default_soft_limit_mib;
+      cur.default_hard_limit_mib = s->default_hard_limit_mib;
+      log(log_level::info, "reloaded settings: max_workers " + std::to_string(cur.max_workers) +
+                               ", log_level " + std::string(to_string(cur.level)));
+      start_next();
+    }
+    if (options.hooks.on_reloaded) options.hooks.on_reloaded();
+  }
+
+  void wait_signal() {
+    signals->async_wait([weak = weak_from_this()](const boost::system::error_code& ec, int sig) {
+      auto self = weak.lock();
+      if (ec || !self || self->finished) return;
+      self->on_signal(sig);
+      if (!self->finished) self->wait_signal();
+    });
+  }
+
+  void on_signal(int sig) {
+#ifdef SIGHUP
+    if (sig == SIGHUP) {
+      log(log_level::info, "received SIGHUP: reloading settings");
+      reload();
+      return;
+    }
+#endif
+    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (!stopping) {
+      log(log_level::info, std::string("received ") + name + " (again to stop at once)");
+      shutdown();
+    } else {
+      log(log_level::warning, std::string("received ") + name + " again");
+      shutdown_now();
+    }
+  }
+
+  void install_signals() {
+    signals.emplace(io, SIGINT, SIGTERM);
+#ifdef SIGHUP
+    signals->add(SIGHUP);
+#endif
+    wait_signal();
+  }
+
+  // ----- API -------------------------------------------------------------------------------
+
+  job_entry* find(const std::string& id) {
+    const auto it = jobs.find(id);
+    return it == jobs.end() ? nullptr : &it->second;
+  }
+
+  api_response no_job(const std::string& id) { return error_response(404, "no job '" + id + "'"); }
+
+  json status_of(const job_entry& j) {
+    const auto& r = j.current();
+    std::optional<std::int64_t> soft, hard;
+    if (j.spec) {
+      soft = j.spec->memory.soft_limit_mib;
+      hard = j.spec->memory.hard_limit_mib;
+    }
+    json out = job_status_json(r, j.runner ? &j.runner->live() : nullptr, soft, hard);
+    if (r.state == job_state::queued) {
+      const auto pos = std::find(queue.begin(), queue.end(), r.id);
+      if (pos != queue.end()) out["queue_position"] = pos - queue.begin() + 1;
+    }
+    return out;
+  }
+
+  api_response on_call(const submit_call& c) {
+    if (stopping) return error_response(503, "the baton daemon is shutting down");
+    auto spec = protocol::parse_job_spec(c.spec.dump(), c.base_dir);
+    if (!spec) return invalid_spec(spec.error().message);
+    if (auto s = protocol::check_job_files(e, *spec); !s) return invalid_spec(s.error().message);
+    if (!spec->worker.command && options.worker_exe.empty()) {
+      return invalid_spec(
+          "worker.command: required: this daemon has no built-in worker (baton-worker was not "
+          "found next to baton; set BATON_WORKER for `baton serve`)");
+    }
+    if (!spec->memory.soft_limit_mib && !spec->memory.hard_limit_mib) {
+      spec->memory.soft_limit_mib = options.settings.default_soft_limit_mib;
+      spec->memory.hard_limit_mib = options.settings.default_hard_limit_mib;
+    }
+    auto created = store.create(*spec, planned_steps(*spec));
+    if (!created) return error_response(500, "cannot create the job: " + created.error().message);
+    const std::string id = created->id;
+    jobs.emplace(id, job_entry{std::move(*created), std::move(*spec), nullptr});
+    queue.push_back(id);
+    log(log_level::info, "job " + id + ": submitted by uid " + std::to_string(c.peer_uid));
+    start_next();
+    const auto& j = jobs.at(id);
+    json body = {{"id", id}, {"state", to_string(j.current().state)}};
+    if (const auto pos = std::find(queue.begin(), queue.end(), id); pos != queue.end()) {
+      body["queue_position"] = pos - queue.begin() + 1;
+    }
+    return {201, std::move(body)};
+  }
+
+  api_response on_call(const list_call&) {
+    std::vector<const job_entry*> all;
+    for (const auto& [id, j] : jobs) all.push_back(&j);
+    std::sort(all.begin(), all.end(), [](const job_entry* a, const job_entry* b) {
+      return before(a->current(), b->current());
+    });
+    json list = json::array();
+    for (const auto* j : all) {
+      const auto& r = j->current();
+      list.push_back({{"id", r.id},
+                      {"name", r.name},
+                      {"state", to_string(r.state)},
+                      {"step", j->runner ? j->runner->live().step : r.checkpoint_step},
+                      {"checkpoint_step", r.checkpoint_step},
+                      {"total_steps", r.total_steps},
+                      {"workers", r.shards.size()},
+                      {"rss_bytes", j->runner ? j->runner->live().rss_bytes : 0},
+                      {"created_ms", r.created_ms},
+                      {"updated_ms", r.updated_ms},
+                      {"diagnosis", r.diagnosis}});
+    }
+    return {200, {{"jobs", std::move(list)}}};
+  }
+
+  api_response on_call(const status_call& c) {
+    const auto* j = find(c.id);
+    if (!j) return no_job(c.id);
+    return {200, status_of(*j)};
+  }
+
+  api_response on_call(const logs_call& c) {
+    const auto* j = find(c.id);
+    if (!j) return no_job(c.id);
+    auto chunk = read_log_chunk(store.log_path(c.id), c.offset);
+    if (!chunk) return error_response(500, chunk.error().message);
+    return {200,
+            {{"id", c.id},
+             {"offset", chunk->offset},
+             {"next_offset", chunk->next_offset},
+             {"size", chunk->size},
+             {"data", std::move(chunk->data)},
+             {"state", to_string(j->current().state)}}};
+  }
+
+  api_response on_call(const cancel_call& c) {
+    auto* j = find(c.id);
+    if (!j) return no_job(c.id);
+    if (j->runner) {
+      log(log_level::info, "job " + c.id + ": cancel requested");
+      j->runner->cancel();
+    } else {
+      auto& r = j->record;
+      if (is_terminal(r.state)) {
+        return error_response(409,
+                              "job '" + c.id + "' is already " + std::string(to_string(r.state)));
+      }
+      queue.erase(std::remove(queue.begin(), queue.end(), c.id), queue.end());
+      r.state = job_state::cancelled;
+      r.diagnosis.clear();
+      save(r);
+      log(log_level::info, "job " + c.id + ": cancelled before it ran again");
+      publish_status();
+    }
+    return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};
+  }
+
+  api_response on_call(const health_call&) {
+    std::map<std::string, int> by_state;
+    for (const auto& [id, j] : jobs) ++by_state[std::string(to_string(j.current().state))];
+    return {200,
+            {{"status", stopping ? "stopping" : "ok"},
+             {"version", std::string(version())},
+             {"pid", os::current_pid()},
+             {"uptime_ms", unix_ms_now() - started_ms},
+             {"max_workers", options.settings.max_workers},
+             {"running", running},
+             {"queued", queue.size()},
+             {"jobs", by_state},
+             {"state_dir", store.state_dir().string()}}};
+  }
+};
+
+daemon::daemon(asio::io_context& io, env& e, daemon_options options)
+    : impl_(std::make_shared<impl>(io, e, std::move(options))) {}
+
+daemon::~daemon() {
+  if (impl_->server) impl_->server->stop();
+  if (impl_->signals) {
+    boost::system::error_code ignored;
+    impl_->signals->cancel(ignored);
+  }
+  for (auto& [id, j] : impl_->jobs) j.runner.reset();
+}
+
+status daemon::start() {
+  auto& m = *impl_;
+  if (m.options.settings.state_dir.empty()) return make_error("daemon: no state directory set");
+  if (m.options.settings.socket.empty()) return make_error("daemon: no socket path set");
+  if (m.options.become_subreaper) {
+    if (auto s = os::become_subreaper(); !s) {
+      m.log(log_level::warning, "cannot become subreaper: " + s.error().message);
+    }
+  }
+  if (auto s = m.store.open(); !s) return with_context("state directory", s.error());
+  control_server_options so;
+  so.socket_path = m.options.settings.socket;
+  so.group = m.options.settings.socket_group;
+  so.log = [weak = std::weak_ptr<impl>(impl_)](const std::string& message) {
+    if (auto self = weak.lock()) self->log(log_level::warning, message);
+  };
+  m.server = std::make_unique<control_server>(m.io, *this, std::move(so));
+  // The socket first: if another daemon answers there, it owns this state and we must not
+  // touch a single job.
+  if (auto s = m.server->start(); !s) return s;
+  if (auto s = m.recover(); !s) {
+    m.server->stop();
+    return with_context("recovering jobs", s.error());
+  }
+  if (m.options.handle_signals) m.install_signals();
+  m.log(log_level::info, "serving on " + m.options.settings.socket.string() + " (max_workers " +
+                             std::to_string(m.options.settings.max_workers) + ")");
+  m.start_next();
+  if (m.options.hooks.on_ready) m.options.hooks.on_ready();
+  return {};
+}
+
+void daemon::shutdown() { impl_->shutdown(); }
+void daemon::shutdown_now() { impl_->shutdown_now(); }
+void daemon::reload() { impl_->reload(); }
+
+api_response daemon::handle(const api_call& call) {
+  return std::visit([this](const auto& c) { return impl_->on_call(c); }, call);
+}
+
+std::size_t daemon::running_count() const { return impl_->running; }
+std::vector<std::string> daemon::queued_ids() const {
+  return {impl_->queue.begin(), impl_->queue.end()};
+}
+bool daemon::stopping() const { return impl_->stopping; }
+const daemon_settings& daemon::settings() const { return impl_->options.settings; }
+
+}  // namespace baton::supervisor

@@ -1,0 +1,100 @@
+// The daemon is the long-running supervisor behind `baton serve`: it owns the job store, a FIFO
+// queue of jobs waiting for a slot, one job_runner per running job (at most max_workers), and the
+// control server that feeds it API calls. It recovers every job from the state directory at
+// start, and on shutdown asks every worker to checkpoint and persists those jobs as queued so the
+// next daemon resumes them. The caller owns the io_context and runs it; everything here happens
+// on that one thread (the server's handler calls included).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "os/env.h"
+#include "protocol/status.h"
+#include "supervisor/control_api.h"
+#include "supervisor/daemon_settings.h"
+#include "supervisor/job_record.h"
+#include "supervisor/job_runner.h"
+
+namespace baton::supervisor {
+
+// Hooks for a service manager (systemd's sd_notify: READY=1, STATUS=..., RELOADING=1,
+// STOPPING=1). All may be empty; all run on the io thread.
+struct daemon_hooks {
+  std::function<void()> on_ready;                          // recovered and serving
+  std::function<void(const std::string&)> on_status;       // "2 running, 3 queued", on change
+  std::function<void()> on_reloading;                      // SIGHUP received
+  std::function<void()> on_reloaded;                       // reload applied (or refused)
+  std::function<void()> on_stopping;                       // shutdown began
+  std::function<void(int exit_code)> on_stopped;           // every job at rest; default io.stop()
+  std::function<void(log_level, const std::string&)> log;  // default: stderr, filtered by level
+};
+
+struct daemon_options {
+  // Resolved: state_dir and socket must be set (the serve command fills defaults).
+  daemon_settings settings;
+  std::filesystem::path worker_exe;  // the built-in worker; empty: jobs must set worker.command
+  // Re-reads settings on SIGHUP (file plus command-line overrides). Empty: SIGHUP is logged only.
+  std::function<result<daemon_settings>()> reload_settings;
+  bool handle_signals = true;  // SIGTERM/SIGINT shut down (twice: at once), SIGHUP reloads
+  bool become_subreaper = true;
+  daemon_hooks hooks;
+};
+
+class daemon final : public api_handler {
+ public:
+  daemon(boost::asio::io_context& io, env& e, daemon_options options);
+  ~daemon() override;  // kills any worker still running
+  daemon(const daemon&) = delete;
+  daemon& operator=(const daemon&) = delete;
+
+  // Starts the control server (failing if another daemon answers on the socket), then recovers
+  // every job and starts as many as slots allow. Call before running the io_context.
+  status start();
+
+  // Graceful shutdown, as on SIGTERM: stop serving, ask every worker to checkpoint and stop,
+  // persist those jobs as queued, then call hooks.on_stopped(0).
+  void shutdown();
+  // As on a second SIGTERM: kill every worker at once, persist as queued, on_stopped(1).
+  void shutdown_now();
+  // As on SIGHUP: apply max_workers and the log level from reload_settings().
+  void reload();
+
+  api_response handle(const api_call& call) override;
+
+  // For tests and status lines.
+  std::size_t running_count() const;
+  std::vector<std::string> queued_ids() const;
+  bool stopping() const;
+  const daemon_settings& settings() const;
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
+};
+
+// A job's status as the API returns it: the record's JSON plus `live` progress (null when no
+// worker runs), the job's memory limits, the current shard's leak rate and the overall peak RSS.
+nlohmann::json job_status_json(const job_record& r, const live_status* live,
+                               std::optional<std::int64_t> soft_limit_mib,
+                               std::optional<std::int64_t> hard_limit_mib);
+
+// Bytes [offset, offset + max_bytes) of a log file, cut back to a whole UTF-8 character so the
+// JSON answer carries the text unchanged. A missing file reads as empty.
+struct log_chunk {
+  std::uint64_t offset = 0;
+  std::uint64_t next_offset = 0;
+  std::uint64_t size = 0;  // file size when read
+  std::string data;
+};
+inline constexpr std::size_t max_log_chunk_bytes = 64 * 1024;
+result<log_chunk> read_log_chunk(const std::filesystem::path& file, std::uint64_t offset,
+                                 std::size_t max_bytes = max_log_chunk_bytes);
+
+}  // namespace baton::supervisor

@@ -1,0 +1,259 @@
+// Validation of daemon settings files, in the job spec's style: limits and syntax first (a SAX
+// pass for depth and duplicate keys), then a typed walk that collects every problem by JSON path
+// instead of stopping at the first one, then the cross-field rule (soft below hard).
+#include "supervisor/daemon_settings.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <vector>
+
+#include "os/env.h"
+#include "protocol/json_guard.h"
+
+namespace baton::supervisor {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::size_t max_settings_bytes = 1 << 20;
+constexpr std::size_t max_settings_depth = 16;
+// sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
+constexpr std::size_t max_socket_path = 107;
+
+constexpr std::array<std::string_view, 6> top_keys = {
+    "state_dir", "socket", "socket_group", "max_workers", "default_memory", "log_level"};
+constexpr std::array<std::string_view, 2> memory_keys = {"soft_limit_mib", "hard_limit_mib"};
+constexpr std::array<std::string_view, 4> level_names = {"error", "warning", "info", "debug"};
+
+// Optimal string alignment distance, for "did you mean" on misspelt keys and values.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[n][m];
+}
+
+template <std::size_t N>
+std::string suggestion(std::string_view word, const std::array<std::string_view, N>& options) {
+  std::string_view best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const auto o : options) {
+    const auto d = edit_distance(word, o);
+    if (d < best_distance) {
+      best_distance = d;
+      best = o;
+    }
+  }
+  const std::size_t allowed = std::max<std::size_t>(2, best.size() / 3);
+  if (!best.empty() && best_distance <= allowed && best_distance < best.size()) {
+    return "did you mean \"" + std::string(best) + "\"?";
+  }
+  std::string all;
+  for (const auto o : options) all += (all.empty() ? "" : ", ") + std::string(o);
+  return "expected one of " + all;
+}
+
+std::string describe(const json& v) {
+  if (v.is_object()) return v.empty() ? "{}" : "an object";
+  if (v.is_array()) return v.empty() ? "[]" : "an array";
+  if (v.is_string() && v.get_ref<const std::string&>().size() > 64) {
+    return json(v.get_ref<const std::string&>().substr(0, 61) + "...").dump();
+  }
+  return v.dump();
+}
+
+class checker {
+ public:
+  explicit checker(fs::path base_dir) : base_dir_(std::move(base_dir)) {}
+
+  void fail(const std::string& path, const std::string& message) {
+    errors_.push_back(path + ": " + message);
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+  template <std::size_t N>
+  bool object(const json& j, const std::string& path, const std::array<std::string_view, N>& keys) {
+    if (!j.is_object()) {
+      fail(path.empty() ? "(document)" : path, "expected an object, got " + describe(j));
+      return false;
+    }
+    for (const auto& [k, v] : j.items()) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+        fail(path.empty() ? k : path + "." + k, "unknown key; " + suggestion(k, keys));
+      }
+    }
+    return true;
+  }
+
+  void path_field(const json& doc, const char* key, fs::path& out) {
+    const auto it = doc.find(key);
+    if (it == doc.end()) return;
+    if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
+      fail(key, "expected a non-empty path string, got " + describe(*it));
+      return;
+    }
+    const auto& text = it->get_ref<const std::string&>();
+    if (text.find('\0') != std::string::npos) {
+      fail(key, "path contains a NUL byte");
+      return;
+    }
+    fs::path p(text);
+    out = p.is_absolute() ? p.lexically_normal() : (base_dir_ / p).lexically_normal();
+  }
+
+  std::optional<std::int64_t> positive_int(const json& j, const std::string& path,
+                                           std::int64_t max) {
+    if (!j.is_number_integer() && !j.is_number_unsigned()) {
+      fail(path, "expected a positive integer, got " + describe(j));
+      return std::nullopt;
+    }
+    if (j.is_number_unsigned() && j.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+      fail(path, "expected at most " + std::to_string(max) + ", got " + j.dump());
+      return std::nullopt;
+    }
+    const auto v = j.get<std::int64_t>();
+    if (v <= 0) {
+      fail(path, "expected a positive integer, got " + j.dump());
+      return std::nullopt;
+    }
+    if (v > max) {
+      fail(path, "expected at most " + std::to_string(max) + ", got " + j.dump());
+      return std::nullopt;
+    }
+    return v;
+  }
+
+ private:
+  fs::path base_dir_;
+  std::vector<std::string> errors_;
+};
+
+std::string join_lines(const std::vector<std::string>& lines, const std::string& prefix = "") {
+  std::string out;
+  for (const auto& l : lines) {
+    if (!out.empty()) out += '\n';
+    out += prefix + l;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(log_level l) { return level_names[static_cast<std::size_t>(l)]; }
+
+result<log_level> parse_log_level(std::string_view s) {
+  for (std::size_t i = 0; i < level_names.size(); ++i) {
+    if (level_names[i] == s) return static_cast<log_level>(i);
+  }
+  return make_error("unknown log level \"" + std::string(s) + "\"; " + suggestion(s, level_names));
+}
+
+result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::path& base_dir) {
+  if (text.size() > max_settings_bytes) {
+    return make_error("document is " + std::to_string(text.size()) +
+                      " bytes; a settings file may be at most 1 MiB");
+  }
+  auto doc = protocol::detail::parse_json_guarded(text, max_settings_depth);
+  if (!doc) return doc.error();
+  checker c(base_dir);
+  daemon_settings s;
+  if (!c.object(*doc, "", top_keys)) return make_error(join_lines(c.errors()));
+
+  c.path_field(*doc, "state_dir", s.state_dir);
+  c.path_field(*doc, "socket", s.socket);
+  if (!s.socket.empty() && s.socket.native().size() > max_socket_path) {
+    c.fail("socket", "path is " + std::to_string(s.socket.native().size()) +
+                         " bytes; Unix sockets allow at most " + std::to_string(max_socket_path));
+  }
+  if (const auto it = doc->find("socket_group"); it != doc->end() && !it->is_null()) {
+    if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
+      c.fail("socket_group", "expected a group name or null, got " + describe(*it));
+    } else {
+      s.socket_group = it->get<std::string>();
+    }
+  }
+  if (const auto it = doc->find("max_workers"); it != doc->end()) {
+    if (auto v = c.positive_int(*it, "max_workers", max_max_workers)) {
+      s.max_workers = static_cast<int>(*v);
+    }
+  }
+  if (const auto it = doc->find("default_memory"); it != doc->end()) {
+    if (c.object(*it, "default_memory", memory_keys)) {
+      // 2^40 MiB is a petabyte: far past any machine, still far from overflow in bytes.
+      constexpr std::int64_t max_mib = std::int64_t{1} << 40;
+      for (const auto key : memory_keys) {
+        const auto v = it->find(std::string(key));
+        if (v == it->end() || v->is_null()) continue;
+        auto mib = c.positive_int(*v, "default_memory." + std::string(key), max_mib);
+        (key == "soft_limit_mib" ? s.default_soft_limit_mib : s.default_hard_limit_mib) = mib;
+      }
+      if (s.default_soft_limit_mib && s.default_hard_limit_mib &&
+          *s.default_soft_limit_mib >= *s.default_hard_limit_mib) {
+        c.fail("default_memory.soft_limit_mib",
+               "must be below default_memory.hard_limit_mib (" +
+                   std::to_string(*s.default_soft_limit_mib) +
+                   " >= " + std::to_string(*s.default_hard_limit_mib) + ")");
+      }
+    }
+  }
+  if (const auto it = doc->find("log_level"); it != doc->end()) {
+    if (!it->is_string()) {
+      c.fail("log_level", "expected a string, got " + describe(*it));
+    } else if (auto l = parse_log_level(it->get_ref<const std::string&>()); l) {
+      s.level = *l;
+    } else {
+      c.fail("log_level", l.error().message);
+    }
+  }
+  if (!c.errors().empty()) return make_error(join_lines(c.errors()));
+  return s;
+}
+
+result<daemon_settings> load_daemon_settings(env& e, const fs::path& file) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(file, ec);
+  const fs::path& where = ec ? file : absolute;
+  auto text = e.read_file(where);
+  if (!text) return with_context("cannot read settings file", text.error());
+  auto s = parse_daemon_settings(*text, where.parent_path());
+  if (!s) {
+    std::vector<std::string> lines;
+    const std::string message = s.error().message;
+    std::size_t start = 0;
+    while (start < message.size()) {
+      const auto nl = message.find('\n', start);
+      lines.push_back(message.substr(start, nl == std::string::npos ? nl : nl - start));
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+    return make_error(join_lines(lines, file.string() + ": "));
+  }
+  return s;
+}
+
+nlohmann::json to_json(const daemon_settings& s) {
+  const auto opt = [](const auto& o) { return o ? json(*o) : json(nullptr); };
+  return {{"state_dir", s.state_dir.string()},
+          {"socket", s.socket.string()},
+          {"socket_group", opt(s.socket_group)},
+          {"max_workers", s.max_workers},
+          {"default_memory",
+           {{"soft_limit_mib", opt(s.default_soft_limit_mib)},
+            {"hard_limit_mib", opt(s.default_hard_limit_mib)}}},
+          {"log_level", to_string(s.level)}};
+}
+
+}  // namespace baton::supervisor

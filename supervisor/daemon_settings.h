@@ -1,0 +1,54 @@
+// Daemon settings are the knobs of `baton serve` that are not per job: where state and the control
+// socket live, who may use the socket, how many jobs run at once, the memory limits a job gets
+// when it names none, and how much the daemon logs. They come from an optional JSON file,
+// validated like job files (every error by JSON path, unknown keys with a suggestion), then
+// command-line flags override single fields. A plain value; the serve command owns it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "protocol/status.h"
+
+namespace baton {
+class env;
+}
+
+namespace baton::supervisor {
+
+enum class log_level { error, warning, info, debug };
+
+std::string_view to_string(log_level l);
+result<log_level> parse_log_level(std::string_view s);
+
+inline constexpr int max_max_workers = 1024;
+
+struct daemon_settings {
+  std::filesystem::path state_dir;  // empty: os::default_state_dir()
+  std::filesystem::path socket;     // empty: default_socket_path(uid, $XDG_RUNTIME_DIR)
+  std::optional<std::string> socket_group;
+  int max_workers = 1;  // jobs running at once; training already uses every core by default
+  // Given to a job whose `memory` names neither limit. A job that sets one keeps its own.
+  std::optional<std::int64_t> default_soft_limit_mib;
+  std::optional<std::int64_t> default_hard_limit_mib;
+  log_level level = log_level::info;
+
+  bool operator==(const daemon_settings&) const = default;
+};
+
+// Parses a settings document. Relative paths resolve against `base_dir` (the settings file's
+// folder). On failure the message holds every problem, one per line, each naming the JSON path.
+result<daemon_settings> parse_daemon_settings(std::string_view text,
+                                              const std::filesystem::path& base_dir);
+
+// Reads and parses a settings file; every error line is prefixed with the file name.
+result<daemon_settings> load_daemon_settings(env& e, const std::filesystem::path& file);
+
+// Every field, defaults included (absent optionals as null): `baton serve` logs it at start.
+nlohmann::json to_json(const daemon_settings& s);
+
+}  // namespace baton::supervisor

@@ -1,0 +1,126 @@
+#include "supervisor/daemon_settings.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "os/mem_env.h"
+
+using namespace baton::supervisor;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string error_of(std::string_view text) {
+  auto s = parse_daemon_settings(text, "/etc/baton");
+  REQUIRE_FALSE(s);
+  return s.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("an empty settings object gives every default", "[unit][daemon_settings]") {
+  auto s = parse_daemon_settings("{}", "/etc/baton");
+  REQUIRE(s);
+  CHECK(*s == daemon_settings{});
+  CHECK(s->max_workers == 1);
+  CHECK(s->level == log_level::info);
+  CHECK_FALSE(s->socket_group);
+  CHECK_FALSE(s->default_soft_limit_mib);
+}
+
+TEST_CASE("every field is read; relative paths resolve against the file's folder",
+          "[unit][daemon_settings]") {
+  auto s = parse_daemon_settings(R"({
+    "state_dir": "state/../jobs", "socket": "/run/baton/b.sock", "socket_group": "baton",
+    "max_workers": 3, "default_memory": {"soft_limit_mib": 1024, "hard_limit_mib": 2048},
+    "log_level": "debug"})",
+                                 "/etc/baton");
+  REQUIRE(s);
+  CHECK(s->state_dir == fs::path("/etc/baton/jobs"));
+  CHECK(s->socket == fs::path("/run/baton/b.sock"));
+  CHECK(s->socket_group == "baton");
+  CHECK(s->max_workers == 3);
+  CHECK(s->default_soft_limit_mib == 1024);
+  CHECK(s->default_hard_limit_mib == 2048);
+  CHECK(s->level == log_level::debug);
+  // The JSON form round-trips.
+  auto again = parse_daemon_settings(to_json(*s).dump(), "/elsewhere");
+  REQUIRE(again);
+  CHECK(*again == *s);
+}
+
+TEST_CASE("every problem is reported at once, each with its JSON path", "[unit][daemon_settings]") {
+  const auto e = error_of(R"({"max_workers": 0, "log_level": "verbose", "socket_group": 7,
+    "default_memory": {"soft_limit_mib": -1, "hard_limit_mib": "lots"}, "state_dir": ""})");
+  CHECK_THAT(e, Catch::Contains("max_workers: expected a positive integer, got 0"));
+  CHECK_THAT(e, Catch::Contains("log_level: unknown log level \"verbose\""));
+  CHECK_THAT(e, Catch::Contains("socket_group: expected a group name or null, got 7"));
+  CHECK_THAT(e, Catch::Contains("default_memory.soft_limit_mib: expected a positive integer"));
+  CHECK_THAT(e, Catch::Contains("default_memory.hard_limit_mib: expected a positive integer, "
+                                "got \"lots\""));
+  CHECK_THAT(e, Catch::Contains("state_dir: expected a non-empty path string"));
+}
+
+TEST_CASE("unknown keys get a suggestion", "[unit][daemon_settings]") {
+  CHECK_THAT(error_of(R"({"max_worker": 2})"),
+             Catch::Contains("max_worker: unknown key; did you mean \"max_workers\"?"));
+  CHECK_THAT(error_of(R"({"default_memory": {"soft_limit": 5}})"),
+             Catch::Contains("default_memory.soft_limit: unknown key; did you mean "
+                             "\"soft_limit_mib\"?"));
+  CHECK_THAT(error_of(R"({"zzz": 1})"),
+             Catch::Contains("zzz: unknown key; expected one of state_dir, socket"));
+  CHECK_THAT(error_of(R"({"log_level": "debgu"})"), Catch::Contains("did you mean \"debug\"?"));
+}
+
+TEST_CASE("cross-field and range rules", "[unit][daemon_settings]") {
+  CHECK_THAT(error_of(R"({"default_memory": {"soft_limit_mib": 2048, "hard_limit_mib": 1024}})"),
+             Catch::Contains("default_memory.soft_limit_mib: must be below "
+                             "default_memory.hard_limit_mib (2048 >= 1024)"));
+  CHECK_THAT(error_of(R"({"max_workers": 100000})"),
+             Catch::Contains("max_workers: expected at most 1024"));
+  CHECK_THAT(error_of(R"({"max_workers": 2.5})"),
+             Catch::Contains("max_workers: expected a positive integer, got 2.5"));
+  CHECK_THAT(error_of("{\"socket\": \"/" + std::string(120, 's') + "\"}"),
+             Catch::Contains("socket: path is 121 bytes; Unix sockets allow at most 107"));
+  CHECK_THAT(error_of("[]"), Catch::Contains("(document): expected an object, got []"));
+}
+
+TEST_CASE("hostile documents: syntax, duplicates, depth, size", "[unit][daemon_settings]") {
+  CHECK_THAT(error_of(R"({"max_workers": 2,})"), Catch::Contains("invalid JSON at byte"));
+  CHECK_THAT(error_of(R"({"max_workers": 2, "max_workers": 3})"),
+             Catch::Contains("duplicate key \"max_workers\""));
+  CHECK_THAT(error_of(std::string(100000, '[') + std::string(100000, ']')),
+             Catch::Contains("nesting deeper than"));
+  CHECK_THAT(error_of("{\"state_dir\": \"" + std::string(2 << 20, 'a') + "\"}"),
+             Catch::Contains("at most 1 MiB"));
+}
+
+TEST_CASE("a settings file's errors name the file on every line", "[unit][daemon_settings]") {
+  baton::mem_env e;
+  REQUIRE(e.create_dirs("/etc/baton"));
+  REQUIRE(baton::write_file_atomic(e, "/etc/baton/daemon.json",
+                                   R"({"max_workers": 0, "log_lvl": "info"})"));
+  auto s = load_daemon_settings(e, "/etc/baton/daemon.json");
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::Contains("/etc/baton/daemon.json: max_workers: expected"));
+  CHECK_THAT(s.error().message,
+             Catch::Contains("/etc/baton/daemon.json: log_lvl: unknown key; did you mean "
+                             "\"log_level\"?"));
+  auto missing = load_daemon_settings(e, "/etc/baton/none.json");
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.error().message, Catch::Contains("cannot read settings file"));
+
+  REQUIRE(baton::write_file_atomic(e, "/etc/baton/ok.json", R"({"state_dir": "jobs"})"));
+  auto ok = load_daemon_settings(e, "/etc/baton/ok.json");
+  REQUIRE(ok);
+  CHECK(ok->state_dir == fs::path("/etc/baton/jobs"));
+}
+
+TEST_CASE("log level names round trip", "[unit][daemon_settings]") {
+  for (auto l : {log_level::error, log_level::warning, log_level::info, log_level::debug}) {
+    auto parsed = parse_log_level(to_string(l));
+    REQUIRE(parsed);
+    CHECK(*parsed == l);
+  }
+  CHECK_FALSE(parse_log_level("INFO"));
+}
