@@ -4,11 +4,11 @@
 // for the POSIX process group. stdout/stdin are named pipes whose supervisor ends are
 // overlapped (Asio needs that; anonymous pipes cannot do overlapped I/O) and whose child ends
 // are ordinary blocking handles, which is what the C runtime expects.
-// clang-format off: <windows.h> (via win_util.h) must precede the other Win32 headers.
+// <windows.h> (via win_util.h) must precede the other Win32 headers.
+// clang-format off
+#include "os/windows/win_util.h"
 #include <psapi.h>
 #include <tlhelp32.h>
-
-#include "os/windows/win_util.h"
 // clang-format on
 
 #include <array>

@@ -82,7 +82,7 @@ constexpr std::uint64_t mib = 1024 * 1024;
 
 }  // namespace
 
-TEST_CASE("windows: lines without \\r, a last line without newline, the exit code",
+TEST_CASE("windows: lines lose their CR, a last line needs no newline, the exit code",
           "[integration][process]") {
   boost::asio::io_context io;
   auto p = start(io, child({"print", "a", "print", "b c", "tail", "tail", "exit", "3"}));
