@@ -8,8 +8,11 @@
 //   sleep MS      sleep MS milliseconds
 //   echo          copy stdin lines to stdout as "got LINE" until end of input, then "stdin closed"
 //   env NAME      print NAME's value, or "<unset>"
-//   exit CODE     exit with CODE at once
-// Plain standard C++ (no OS headers), so it says nothing about the OS layer it exercises.
+//   spawn MS      start a grandchild (this program, "print ready sleep MS") through
+//                 baton::os::spawn, wait for its "ready", print "grandchild PID"; it is never
+//                 stopped or waited for here, so `exit` leaves it to the OS layer's guarantees
+//   exit CODE     exit with CODE at once (std::_Exit: no destructors run)
+// No OS headers: what it does to processes goes through os/process.h, the layer under test.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,8 +23,12 @@
 #include <thread>
 #include <vector>
 
+#include "os/process.h"
+
 int main(int argc, char** argv) {
   std::vector<std::unique_ptr<char[]>> held;
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<baton::os::process>> grandchildren;
   for (int i = 1; i < argc; ++i) {
     const std::string_view cmd = argv[i];
     if (cmd == "echo") {
@@ -56,6 +63,26 @@ int main(int argc, char** argv) {
     } else if (cmd == "env") {
       const char* v = std::getenv(arg.c_str());
       std::cout << (v != nullptr ? v : "<unset>") << std::endl;
+    } else if (cmd == "spawn") {
+      baton::os::spawn_options o;
+      o.argv = {argv[0], "print", "ready", "sleep", arg};
+      auto p = baton::os::spawn(io, o);
+      if (!p) {
+        std::cerr << "baton_test_child: " << p.error().message << "\n";
+        return 65;
+      }
+      bool ready = false;
+      (*p)->async_read_lines([&ready](const boost::system::error_code& ec, std::string_view l) {
+        ready = ready || (!ec && l == "ready");
+      });
+      while (!ready && io.run_one() != 0) {
+      }
+      if (!ready) {
+        std::cerr << "baton_test_child: grandchild ended before it was ready\n";
+        return 66;
+      }
+      std::cout << "grandchild " << (*p)->pid() << std::endl;
+      grandchildren.push_back(std::move(*p));
     } else if (cmd == "exit") {
       std::cout.flush();
       std::_Exit(std::stoi(arg));
