@@ -3,7 +3,7 @@
 # Debian ships no mingw builds of the project's libraries, only their headers under /usr/include.
 # /usr/include itself must never be on a mingw include path (glibc headers would shadow
 # mingw's), so the libraries' header folders are exposed through a generated folder of symlinks,
-# and find_package() / pkg-config are answered by the shims in cmake/mingw/ (see README there).
+# and find_package() / pkg-config are answered by shims (cmake/mingw/packages, .../pkgconfig).
 set(CMAKE_SYSTEM_NAME Windows)
 set(CMAKE_SYSTEM_PROCESSOR x86_64)
 

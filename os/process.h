@@ -94,6 +94,9 @@ class process {
 // and exits at once if the supervisor died before it could arm that. stdout and stdin are pipes
 // owned by the returned process; stderr goes to `stderr_log`. Ignores SIGPIPE in the supervisor
 // (a write to a dead worker's stdin must be an error value, not a signal).
+// Windows: the worker starts suspended and runs only inside its own Job Object
+// (KILL_ON_JOB_CLOSE), which plays the group and the death signal; become_subreaper,
+// kill_orphans and reap_orphans have nothing to do there (no re-parenting, no zombies).
 result<std::unique_ptr<process>> spawn(boost::asio::io_context& io, const spawn_options& options);
 
 // Makes the supervisor the reaper of orphaned descendants (PR_SET_CHILD_SUBREAPER): a worker's
