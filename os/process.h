@@ -2,7 +2,10 @@
 // process group, read its stdout as lines, write lines to its stdin, wait for its exit, signal
 // the whole group, and measure the memory of the worker and everything it started.
 // The supervisor owns each `process`; destroying one kills the worker's group if it still runs.
-// Implementations: os/posix/process_posix.cpp (Linux: /proc, prctl). No OS headers here.
+// Implementations: os/posix/process_posix.cpp (Linux: /proc, prctl) and
+// os/windows/process_windows.cpp (a Job Object per worker stands in for the process group and
+// the death signal; Windows has no SIGTERM, so a graceful stop is the protocol's `stop` line).
+// No OS headers here.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -11,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +35,9 @@ struct spawn_options {
   std::vector<std::pair<std::string, std::string>> env;
   std::filesystem::path working_dir;  // empty: the supervisor's
   std::filesystem::path stderr_log;   // appended to; empty: /dev/null
+  // Windows only (ignored on POSIX): a per-process commit limit on the worker's Job Object
+  // (JOB_OBJECT_LIMIT_PROCESS_MEMORY), a backstop under the supervisor's own RSS sampling.
+  std::optional<std::uint64_t> memory_backstop_bytes;
 };
 
 // Called once per stdout line, without the newline:
@@ -45,7 +52,10 @@ using line_handler =
 using exit_handler = std::function<void(const boost::system::error_code& ec, exit_status status)>;
 using write_handler = std::function<void(const boost::system::error_code& ec)>;
 
-enum class group_signal { terminate, kill };  // SIGTERM, SIGKILL
+// SIGTERM, SIGKILL. On Windows both end the whole Job Object (TerminateJobObject): console
+// programs ignore WM_CLOSE and Ctrl-C cannot be aimed at one child, so the graceful path is the
+// protocol's `stop` line. The exit is then reported as signaled(15) or signaled(9).
+enum class group_signal { terminate, kill };
 
 class process {
  public:
@@ -84,6 +94,9 @@ class process {
 // and exits at once if the supervisor died before it could arm that. stdout and stdin are pipes
 // owned by the returned process; stderr goes to `stderr_log`. Ignores SIGPIPE in the supervisor
 // (a write to a dead worker's stdin must be an error value, not a signal).
+// Windows: the worker starts suspended and runs only inside its own Job Object
+// (KILL_ON_JOB_CLOSE), which plays the group and the death signal; become_subreaper,
+// kill_orphans and reap_orphans have nothing to do there (no re-parenting, no zombies).
 result<std::unique_ptr<process>> spawn(boost::asio::io_context& io, const spawn_options& options);
 
 // Makes the supervisor the reaper of orphaned descendants (PR_SET_CHILD_SUBREAPER): a worker's

@@ -1,0 +1,147 @@
+// Windows env: CreateFileW/WriteFile/FlushFileBuffers, and MoveFileExW for the atomic replace,
+// with every failure naming the path and the system's own error text.
+#include <algorithm>
+#include <cstdint>
+#include <system_error>
+
+#include "os/env.h"
+#include "os/windows/win_util.h"
+
+namespace baton {
+
+namespace {
+
+using os::win::os_error;
+using os::win::unique_handle;
+using os::win::utf8;
+
+class windows_writable_file final : public writable_file {
+ public:
+  windows_writable_file(std::filesystem::path path, unique_handle h)
+      : path_(std::move(path)), h_(std::move(h)) {}
+
+  status append(std::string_view data) override {
+    while (!data.empty()) {
+      // WriteFile takes a DWORD count: feed huge buffers in pieces.
+      const DWORD chunk = static_cast<DWORD>(std::min<std::size_t>(data.size(), 1u << 30));
+      DWORD written = 0;
+      if (!::WriteFile(h_.get(), data.data(), chunk, &written, nullptr)) {
+        return os_error("write " + utf8(path_));
+      }
+      data.remove_prefix(written);
+    }
+    return {};
+  }
+
+  status sync() override {
+    if (!::FlushFileBuffers(h_.get())) return os_error("flush " + utf8(path_));
+    return {};
+  }
+
+  status close() override {
+    const HANDLE h = h_.release();
+    if (!::CloseHandle(h)) return os_error("close " + utf8(path_));
+    return {};
+  }
+
+ private:
+  std::filesystem::path path_;
+  unique_handle h_;
+};
+
+class windows_env final : public env {
+ public:
+  result<std::unique_ptr<writable_file>> new_writable_file(
+      const std::filesystem::path& path) override {
+    // FILE_SHARE_DELETE: a reader holding the old file open must not block the rename over it.
+    unique_handle h(::CreateFileW(path.c_str(), GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_DELETE,
+                                  nullptr, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr));
+    if (!h) return os_error("open " + utf8(path));
+    return std::unique_ptr<writable_file>(new windows_writable_file(path, std::move(h)));
+  }
+
+  result<std::string> read_file(const std::filesystem::path& path) override {
+    unique_handle h(::CreateFileW(path.c_str(), GENERIC_READ,
+                                  FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                                  OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr));
+    if (!h) return os_error("open " + utf8(path));
+    std::string out;
+    LARGE_INTEGER size{};
+    if (::GetFileSizeEx(h.get(), &size) && size.QuadPart > 0) {
+      out.reserve(static_cast<std::size_t>(size.QuadPart));
+    }
+    char buf[1 << 16];
+    for (;;) {
+      DWORD n = 0;
+      if (!::ReadFile(h.get(), buf, sizeof buf, &n, nullptr)) return os_error("read " + utf8(path));
+      if (n == 0) break;
+      out.append(buf, n);
+    }
+    return out;
+  }
+
+  status rename_file(const std::filesystem::path& from, const std::filesystem::path& to) override {
+    // WRITE_THROUGH: MoveFileExW returns only once the rename is on disk, which is what
+    // sync_dir gives on POSIX.
+    if (!::MoveFileExW(from.c_str(), to.c_str(),
+                       MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
+      return os_error("rename " + utf8(from) + " to " + utf8(to));
+    }
+    return {};
+  }
+
+  status remove_file(const std::filesystem::path& path) override {
+    if (!::DeleteFileW(path.c_str())) return os_error("remove " + utf8(path));
+    return {};
+  }
+
+  // Windows offers no user-mode way to flush a folder's entries (FlushFileBuffers on a folder
+  // handle is refused; on a volume it needs administrator rights). It needs none: NTFS journals
+  // metadata, and rename_file's MOVEFILE_WRITE_THROUGH already waits for the rename to reach disk.
+  status sync_dir(const std::filesystem::path&) override { return {}; }
+
+  status create_dirs(const std::filesystem::path& dir) override {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return make_error("create folder " + utf8(dir) + ": " + ec.message());
+    return {};
+  }
+
+  status remove_dir_all(const std::filesystem::path& dir) override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) return make_error("remove " + utf8(dir) + ": " + ec.message());
+    return {};
+  }
+
+  bool file_exists(const std::filesystem::path& path) override {
+    return ::GetFileAttributesW(path.c_str()) != INVALID_FILE_ATTRIBUTES;
+  }
+
+  result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) override {
+    WIN32_FIND_DATAW entry{};
+    const std::filesystem::path pattern = dir / L"*";
+    const HANDLE find = ::FindFirstFileW(pattern.c_str(), &entry);
+    if (find == INVALID_HANDLE_VALUE) return os_error("list folder " + utf8(dir));
+    std::vector<std::string> names;
+    DWORD err = ERROR_NO_MORE_FILES;
+    do {
+      const std::wstring_view name = entry.cFileName;
+      if (name == L"." || name == L"..") continue;
+      names.push_back(os::win::narrow(name));
+    } while (::FindNextFileW(find, &entry) || (err = ::GetLastError()) != ERROR_NO_MORE_FILES);
+    ::FindClose(find);
+    if (err != ERROR_NO_MORE_FILES) return os_error("list folder " + utf8(dir), err);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+}  // namespace
+
+env& env::default_env() {
+  static windows_env* instance = new windows_env;  // never destroyed: used from exit paths too
+  return *instance;
+}
+
+}  // namespace baton

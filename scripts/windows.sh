@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Windows cross build and tests, run by `./test.sh --windows`: installs MinGW-w64 (posix
+# threads) and wine if missing, builds into build-windows/ with cmake/mingw-w64.cmake, and runs
+# the Windows test set under wine through ctest. Exits non-zero on any failure.
+# Extra arguments go to ctest. BATON_WINDOWS_BUILD_DIR overrides the build folder.
+set -euo pipefail
+source "$(dirname "$0")/setup.sh"
+
+BATON_WINDOWS_BUILD_DIR="${BATON_WINDOWS_BUILD_DIR:-$BATON_ROOT/build-windows}"
+# Known Windows failures in tests owned by others, excluded here by exact name until fixed
+# (each is printed before the run). Keep this list empty when you can.
+BATON_WINDOWS_KNOWN_FAILURES=(
+  # supervisor/cli.cpp: CLI11 takes "/path" for a Windows-style option on WIN32; needs
+  # app.allow_windows_style_options(false).
+  "validate prints a good config with every default filled"
+  # tests/protocol/job_spec_test.cpp compares a path with '/' to p.string(), which is '\' on Windows.
+  "npy files are checked by path"
+)
+
+# The Linux build's packages (headers the cross build uses too) plus the cross tools.
+baton_install_packages "${BATON_PACKAGES[@]}" g++-mingw-w64-x86-64-posix wine wine64
+
+export WINEDEBUG=-all
+# A prefix per build folder: concurrent runs from other worktrees never share a wineserver,
+# so stopping ours below cannot touch theirs.
+export WINEPREFIX="${WINEPREFIX:-$BATON_WINDOWS_BUILD_DIR/wine-prefix}"
+trap 'echo "baton: windows: failed (line $LINENO, exit $?)" >&2' ERR
+
+if [[ ! -f "$BATON_WINDOWS_BUILD_DIR/build.ninja" ]]; then
+  cmake -S "$BATON_ROOT" -B "$BATON_WINDOWS_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE="$BATON_ROOT/cmake/mingw-w64.cmake" -DBATON_BUILD_BENCH=OFF >&2
+fi
+
+# A wineserver, and the services (services.exe, rpcss...) the first wine program of a session
+# starts, inherit that program's output pipe: started from a test, they keep ctest waiting
+# forever. So start both detached before anything runs wine (the build runs the tests to list
+# them), and always stop the server (which ends the services).
+stop_wineserver() { wineserver -k </dev/null >/dev/null 2>&1 || true; }
+trap stop_wineserver EXIT
+mkdir -p "$WINEPREFIX"  # wineserver refuses a prefix folder that does not exist yet
+stop_wineserver         # one left by an interrupted run would make `wineserver -p` fail
+wineserver -w
+wineserver -p </dev/null >/dev/null 2>&1
+wine wineboot </dev/null >/dev/null 2>&1
+
+cmake --build "$BATON_WINDOWS_BUILD_DIR" --parallel "$(nproc)" >&2
+
+exclude=()
+for name in "${BATON_WINDOWS_KNOWN_FAILURES[@]}"; do
+  echo "baton: windows: skipping known failure: $name" >&2
+  exclude+=("^${name}\$")
+done
+ctest_args=(--output-on-failure --parallel "$(nproc)")
+if ((${#exclude[@]})); then
+  ctest_args+=(-E "$(IFS='|'; echo "${exclude[*]}")")
+fi
+cd "$BATON_WINDOWS_BUILD_DIR"
+ctest "${ctest_args[@]}" "$@"
