@@ -59,7 +59,8 @@ status verify_reported_checkpoint(env& e, const fs::path& checkpoint_dir, const 
 }
 
 worker_invocation make_worker_invocation(const protocol::job_spec& spec, const job_store& store,
-                                         const job_record& record, const fs::path& worker_exe) {
+                                         const job_record& record, const fs::path& worker_exe,
+                                         std::optional<std::int64_t> max_steps) {
   worker_invocation inv;
   const auto spec_file = store.spec_path(record.id).string();
   const auto ckpt_dir = store.checkpoint_dir(record.id).string();
@@ -81,6 +82,7 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
       {spec.shard.unit == protocol::shard_unit::steps ? "BATON_SHARD_STEPS" : "BATON_SHARD_EPOCHS",
        shard_env_value(spec.shard)},
   };
+  if (max_steps) inv.env.emplace_back("BATON_MAX_STEPS", std::to_string(*max_steps));
   return inv;
 }
 
@@ -93,7 +95,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         spec(std::move(spec_)),
         options(std::move(options_)),
         settings(machine_settings::from(spec)),
-        timers{asio::steady_timer(io_), asio::steady_timer(io_), asio::steady_timer(io_)},
+        timers{asio::steady_timer(io_), asio::steady_timer(io_), asio::steady_timer(io_),
+               asio::steady_timer(io_)},
         rss_timer(io_),
         drain_timer(io_) {}
 
@@ -113,9 +116,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   std::optional<protocol::done_msg> last_done;
   std::vector<rss_sample> samples;  // full resolution, this worker only
 
-  // One per timer_kind (stall, grace, backoff); generations make cancelled waits harmless.
-  asio::steady_timer timers[3];
-  std::uint64_t timer_gen[3] = {0, 0, 0};
+  // One per timer_kind (stall, grace, backoff, budget); generations make cancelled waits
+  // harmless.
+  asio::steady_timer timers[4];
+  std::uint64_t timer_gen[4] = {0, 0, 0, 0};
   asio::steady_timer rss_timer;
   asio::steady_timer drain_timer;
 
@@ -178,7 +182,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     std::visit([this](const auto& x) { apply_one(x); }, a);
   }
 
-  void apply_one(const act::spawn_worker&) { spawn(); }
+  void apply_one(const act::spawn_worker& x) { spawn(x.max_steps); }
 
   void apply_one(const act::send_stop&) {
     if (!worker) return;
@@ -207,6 +211,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
               break;
             case timer_kind::backoff:
               self->post_event(ev::backoff_elapsed{});
+              break;
+            case timer_kind::budget:
+              self->post_event(ev::budget_elapsed{});
               break;
           }
         });
@@ -263,8 +270,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     (void)os::kill_descendants(worker->pid());
   }
 
-  void spawn() {
-    const auto inv = make_worker_invocation(spec, store, record, options.worker_exe);
+  void spawn(std::optional<std::int64_t> max_steps) {
+    const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
     shard_record shard;
     shard.index = static_cast<std::int64_t>(record.shards.size());
     shard.start_step = record.checkpoint_step;

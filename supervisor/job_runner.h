@@ -83,7 +83,8 @@ struct worker_invocation {
 };
 worker_invocation make_worker_invocation(const protocol::job_spec& spec, const job_store& store,
                                          const job_record& record,
-                                         const std::filesystem::path& worker_exe);
+                                         const std::filesystem::path& worker_exe,
+                                         std::optional<std::int64_t> max_steps = std::nullopt);
 
 }  // namespace baton::supervisor
 

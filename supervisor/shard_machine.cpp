@@ -9,6 +9,8 @@ namespace baton::supervisor {
 namespace {
 
 constexpr std::uint64_t mib = 1024 * 1024;
+// A learned time budget never goes below this: a worker needs some time to start and resume.
+constexpr std::int64_t min_time_budget_ms = 200;
 
 class step {
  public:
@@ -36,7 +38,7 @@ class step {
     s().stop_cause.reset();
     s().stop_detail.clear();
     s().kill_sent = false;
-    emit(act::spawn_worker{});
+    emit(act::spawn_worker{s().step_budget});
   }
 
   void kill(exit_cause cause, std::string detail, stop_target target) {
@@ -163,26 +165,30 @@ void on_exit(step& t, const ev::worker_exited& e) {
     const auto detail = s.stop_detail;
     t.emit(act::record_exit{cause, e.status, detail});
     if (cause == exit_cause::memory_hard) {
-      // A hard kill loses the work since the checkpoint. Plan the next workers to stop well
-      // before the step this one reached, so the loss happens once, not every shard.
+      // A hard kill loses the work since the checkpoint, and a fresh worker leaks the same way.
+      // Plan later workers to stop at 3/4 of the steps (and of the time) this one got through,
+      // so the loss happens once, not every shard.
       const auto steps_done = s.progress_step - s.shard_start_step;
       if (steps_done > 0) {
-        s.step_budget = std::max<std::int64_t>(1, steps_done * 3 / 4);
-        s.hard_kills_without_step = 0;
-      } else {
-        s.step_budget = 1;
-        // Not a crash, but a job that cannot finish one step within its hard limit can never
-        // progress: after max_failures such kills in a row it fails instead of looping.
-        if (++s.hard_kills_without_step >= t.cfg().restart.max_failures) {
-          s.phase = shard_phase::failed;
-          s.diagnosis = "killed at the hard memory limit " +
-                        std::to_string(s.hard_kills_without_step) + " times at step " +
-                        std::to_string(s.checkpoint_step) +
-                        " before finishing a step: raise memory.hard_limit_mib";
-          t.emit(act::mark_failed{s.diagnosis});
-          t.emit(act::persist{});
-          return;
-        }
+        const auto steps = std::max<std::int64_t>(1, steps_done * 3 / 4);
+        s.step_budget = s.step_budget ? std::min(*s.step_budget, steps) : steps;
+      }
+      if (s.last_spawn_ms) {
+        const auto ms =
+            std::max<std::int64_t>(min_time_budget_ms, (e.now_ms - *s.last_spawn_ms) * 3 / 4);
+        s.time_budget_ms = s.time_budget_ms ? std::min(*s.time_budget_ms, ms) : ms;
+      }
+      // Not a crash, but a job whose workers cannot reach a checkpoint within the hard limit can
+      // never progress: after max_failures such kills in a row it fails instead of looping.
+      if (++s.hard_kills_without_progress >= t.cfg().restart.max_failures) {
+        s.phase = shard_phase::failed;
+        s.diagnosis = "killed at the hard memory limit " +
+                      std::to_string(s.hard_kills_without_progress) + " times at step " +
+                      std::to_string(s.checkpoint_step) +
+                      " without a new checkpoint: raise memory.hard_limit_mib";
+        t.emit(act::mark_failed{s.diagnosis});
+        t.emit(act::persist{});
+        return;
       }
       t.restart_clean(e.now_ms);  // a recycle is the plan working, never a crash
     } else if (cause == exit_cause::memory_soft) {
@@ -246,6 +252,7 @@ transition_result transition(const shard_state& state, const event& event,
             t.ask_stop(exit_cause::stopped, stop_target::pause);
           } else {
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
+            if (s.time_budget_ms) t.emit(act::start_timer{timer_kind::budget, *s.time_budget_ms});
           }
         } else if constexpr (std::is_same_v<E, ev::spawn_failed>) {
           if (s.phase != shard_phase::starting || s.worker_alive) return t.ignore();
@@ -279,7 +286,7 @@ transition_result transition(const shard_state& state, const event& event,
             s.checkpoint_step = e.step;
             // Progress: the crash-loop count and the backoff start over.
             s.failures = 0;
-            s.hard_kills_without_step = 0;
+            s.hard_kills_without_progress = 0;
             s.backoff_attempt = 0;
           }
           if (s.phase != shard_phase::stopping) {
@@ -323,6 +330,15 @@ transition_result transition(const shard_state& state, const event& event,
         } else if constexpr (std::is_same_v<E, ev::worker_exited>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           on_exit(t, e);
+        } else if constexpr (std::is_same_v<E, ev::budget_elapsed>) {
+          // A timer of an earlier worker is replaced when the next one starts; this one is ours.
+          if (s.phase != shard_phase::running && s.phase != shard_phase::starting) {
+            return t.ignore();
+          }
+          if (!s.worker_alive || s.target != stop_target::none) return t.ignore();
+          t.ask_stop(exit_cause::memory_soft, stop_target::restart);
+          s.stop_detail = "planned stop after " + std::to_string(s.time_budget_ms.value_or(0)) +
+                          " ms, learned from a hard-limit kill";
         } else if constexpr (std::is_same_v<E, ev::backoff_elapsed>) {
           if (s.phase != shard_phase::backoff) return t.ignore();
           t.spawn();
@@ -429,6 +445,8 @@ std::string_view to_string(timer_kind k) {
       return "grace";
     case timer_kind::backoff:
       return "backoff";
+    case timer_kind::budget:
+      return "budget";
   }
   return "unknown";
 }

@@ -35,7 +35,7 @@ enum class shard_phase {
 // Where a stopping worker's job goes once the worker is gone.
 enum class stop_target { none, restart, pause, cancel };
 
-enum class timer_kind { stall, grace, backoff };
+enum class timer_kind { stall, grace, backoff, budget };
 
 struct shard_state {
   shard_phase phase = shard_phase::queued;
@@ -47,8 +47,11 @@ struct shard_state {
   // Learned from a hard-limit kill: how many steps a worker may run before it is asked to
   // checkpoint and stop, so the next worker stops before the limit instead of losing its work.
   std::optional<std::int64_t> step_budget;
-  // Hard-limit kills in a row of workers that did not finish a single step.
-  int hard_kills_without_step = 0;
+  // The same lesson in time, for workers that report progress rarely: a worker is asked to stop
+  // this long after it started.
+  std::optional<std::int64_t> time_budget_ms;
+  // Hard-limit kills since the checkpoint last advanced.
+  int hard_kills_without_progress = 0;
   // Consecutive failures while the checkpoint stayed at failure_step.
   int failures = 0;
   std::int64_t failure_step = 0;
@@ -92,6 +95,7 @@ struct worker_exited {
   std::int64_t now_ms = 0;
 };
 struct backoff_elapsed {};
+struct budget_elapsed {};
 struct grace_elapsed {};
 struct cancel_requested {};
 struct pause_requested {};
@@ -102,11 +106,14 @@ struct disk_full {};
 using event =
     std::variant<ev::start_requested, ev::worker_spawned, ev::spawn_failed, ev::hello, ev::progress,
                  ev::checkpoint_verified, ev::checkpoint_invalid, ev::rss_sample, ev::stall_timeout,
-                 ev::worker_exited, ev::backoff_elapsed, ev::grace_elapsed, ev::cancel_requested,
-                 ev::pause_requested, ev::resume_requested, ev::disk_full>;
+                 ev::worker_exited, ev::backoff_elapsed, ev::budget_elapsed, ev::grace_elapsed,
+                 ev::cancel_requested, ev::pause_requested, ev::resume_requested, ev::disk_full>;
 
 namespace act {
 struct spawn_worker {
+  // The learned step budget for this worker, passed to it (BATON_MAX_STEPS) so it checkpoints
+  // and ends exactly there rather than on a stop that arrives a few steps late.
+  std::optional<std::int64_t> max_steps;
   friend bool operator==(const spawn_worker&, const spawn_worker&) = default;
 };
 struct send_stop {  // the protocol's `stop` line on the worker's stdin

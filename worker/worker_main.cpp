@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <boost/process/v2/pid.hpp>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -157,7 +158,8 @@ int run(worker_options opt) {
     }
     resumed_step = t.step();
   }
-  const std::int64_t boundary = shard_boundary(t.step(), g);
+  std::int64_t boundary = shard_boundary(t.step(), g);
+  if (opt.max_steps) boundary = std::min(boundary, t.step() + *opt.max_steps);
   log("job " + spec->name + ": " +
       (resumed_step ? "resuming from " + resumed_path.string() : std::string("starting fresh")) +
       " at step " + std::to_string(t.step()) + " of " + std::to_string(g.total_steps) +
@@ -184,7 +186,9 @@ int run(worker_options opt) {
     samples_since_report += out.batch_size;
     const auto now = clock_type::now();
     const double secs = std::chrono::duration<double>(now - last_report).count();
-    if (out.epoch_end || secs >= 1.0 || t.step() == boundary) {
+    // Ten reports a second: often enough for the supervisor to learn how many steps a worker
+    // gets through before its memory budget, cheap enough (one short line) to never matter.
+    if (out.epoch_end || secs >= 0.1 || t.step() == boundary) {
       send(progress(t, &out, secs > 0 ? static_cast<double>(samples_since_report) / secs : 0.0));
       last_report = now;
       samples_since_report = 0;
@@ -238,6 +242,11 @@ result<command_line> parse_command_line(int argc, const char* const* argv,
   auto* t =
       app.add_option("--threads", threads, "threads (0: one per core); overrides training.threads")
           ->check(CLI::Range(0, 4096));
+  std::int64_t max_steps = 0;
+  auto* m = app.add_option("--max-steps", max_steps,
+                           std::string("stop after this many steps in this process (default: $") +
+                               max_steps_env + ")")
+                ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -247,6 +256,17 @@ result<command_line> parse_command_line(int argc, const char* const* argv,
                       " (usage: baton-worker --job FILE " + "--checkpoint-dir DIR [--threads N])");
   }
   if (t->count() > 0) o.threads = threads;
+  if (m->count() > 0) {
+    o.max_steps = max_steps;
+  } else if (auto v = lookup(max_steps_env); v && !v->empty()) {
+    std::int64_t n = 0;
+    auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc() || ptr != v->data() + v->size() || n < 1) {
+      return make_error(std::string(max_steps_env) + ": expected a positive integer, got \"" + *v +
+                        "\"");
+    }
+    o.max_steps = n;
+  }
   const auto fallback = [&](std::filesystem::path& p, const char* flag, const char* var) -> status {
     if (!p.empty()) return {};
     auto v = lookup(var);

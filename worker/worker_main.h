@@ -24,11 +24,15 @@ enum exit_code : int {
 
 inline constexpr const char* job_file_env = "BATON_JOB_FILE";
 inline constexpr const char* checkpoint_dir_env = "BATON_CHECKPOINT_DIR";
+inline constexpr const char* max_steps_env = "BATON_MAX_STEPS";
 
 struct worker_options {
   std::filesystem::path job_file;
   std::filesystem::path checkpoint_dir;
   std::optional<int> threads;  // overrides training.threads
+  // At most this many steps in this process (the supervisor's learned memory budget); the
+  // shard then ends early, with a checkpoint, as if its boundary were there.
+  std::optional<std::int64_t> max_steps;
 };
 
 struct command_line {

@@ -259,8 +259,14 @@ TEST_CASE("memory recycles between crashes do not count as failures", "[unit][sh
   for (int i = 0; i < 5; ++i) {
     d.run_worker(20000 + i * 10000);
     d.on(ev::progress{1});
-    d.on(ev::rss_sample{2000 * mib});
-    d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 25000 + i * 10000});
+    if (i == 0) {  // one hard kill, then soft recycles that checkpoint and stop
+      d.on(ev::rss_sample{2000 * mib});
+      d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 25000 + i * 10000});
+    } else {
+      d.on(ev::rss_sample{1200 * mib});
+      d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{0, false},
+                             25000 + i * 10000});
+    }
     CHECK(d.s.failures == 1);
     CHECK(d.s.phase == shard_phase::starting);
   }
@@ -445,7 +451,7 @@ TEST_CASE("a hard kill teaches the next workers to stop before the limit",
   CHECK(d.s.failures == 0);
 }
 
-TEST_CASE("hard kills before a single step fail the job after max_failures",
+TEST_CASE("hard kills without a new checkpoint fail the job after max_failures",
           "[unit][shard_machine]") {
   driver d;
   d.cfg.restart.max_failures = 3;
@@ -456,7 +462,7 @@ TEST_CASE("hard kills before a single step fail the job after max_failures",
   }
   CHECK(d.s.phase == shard_phase::failed);
   CHECK(d.s.diagnosis ==
-        "killed at the hard memory limit 3 times at step 0 before finishing a step: raise "
+        "killed at the hard memory limit 3 times at step 0 without a new checkpoint: raise "
         "memory.hard_limit_mib");
   CHECK(d.s.failures == 0);  // never counted as crashes
 }
@@ -477,4 +483,28 @@ TEST_CASE("a worker stopped from outside (exit 3 after done) is restarted, not a
   d.on(ev::hello{});
   d.on(ev::worker_exited{exit_status::exited(3), std::nullopt, 9000});
   CHECK(d.s.failures == 1);
+}
+
+TEST_CASE("a hard kill also teaches a time budget, for workers that report rarely",
+          "[unit][shard_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::rss_sample{1600 * mib});
+  d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 8000});
+  REQUIRE(d.s.time_budget_ms == 6000);  // 3/4 of the 8 s the killed worker lived
+  CHECK_FALSE(d.s.step_budget);         // it never said how far it got
+  d.on(ev::backoff_elapsed{});
+  CHECK(d.on(ev::worker_spawned{10000}) ==
+        strings{"start_timer{stall,120000}", "start_timer{budget,6000}"});
+  d.on(ev::hello{});
+  CHECK(d.on(ev::budget_elapsed{}) == strings{"send_stop", "start_timer{grace,30000}"});
+  d.on(ev::checkpoint_verified{50});
+  auto a =
+      d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{50, false}, 16500});
+  CHECK(a[2] ==
+        "record_exit{memory_soft,exit code 3,planned stop after 6000 ms, learned from a "
+        "hard-limit kill}");
+  CHECK(d.s.hard_kills_without_progress == 0);
+  // A budget timer that fires while no worker runs means nothing.
+  CHECK(d.on(ev::budget_elapsed{}).empty());
 }

@@ -192,6 +192,8 @@ def main():
         tensors, meta = found
         w, b, step = tensors["layers.0.kernel"], tensors["layers.0.bias"], int(meta["step"])
     end = min(total_steps, (step // shard_steps + 1) * shard_steps)
+    if os.environ.get("BATON_MAX_STEPS"):  # the supervisor's learned memory budget
+        end = min(end, step + int(os.environ["BATON_MAX_STEPS"]))
     leaked = []
 
     def checkpoint():
