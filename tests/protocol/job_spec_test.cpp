@@ -551,3 +551,34 @@ TEST_CASE("the seed config is the reference workload", "[unit][job_spec]") {
   CHECK(g.steps_per_epoch == 157);
   CHECK(g.total_steps == 3140);
 }
+
+// Found by fuzz_job_spec (tests/fuzz/regressions/fuzz_job_spec/crash-bd767a5d...): the error for
+// a long string value shortened it at byte 61, cutting a multi-byte character in half, and
+// describe()'s dump() then threw json type_error 316 out of parse_job_spec.
+TEST_CASE("long non-ASCII values in errors are shortened on a character boundary",
+          "[unit][job_spec]") {
+  std::string name;
+  for (int i = 0; i < 40; ++i) name += "\xc3\xa9";  // "é" x 40: 80 bytes, byte 61 splits one
+  auto doc = minimal();
+  doc["name"] = name;
+  std::string shortened;
+  for (int i = 0; i < 30; ++i) shortened += "\xc3\xa9";  // 60 bytes: the last whole character
+  CHECK(error_of(doc) == "name: expected 1 to 64 characters, got 80");
+  doc["data"]["type"] = name;  // this one is quoted in the message
+  CHECK(error_of(doc) ==
+        "name: expected 1 to 64 characters, got 80\n"
+        "data.type: unknown data type \"" +
+            shortened + "...\"; expected one of synthetic, csv, npy");
+}
+
+// Found by fuzz_job_spec (regressions/fuzz_job_spec/crash-3f506352...): syntax errors quoted the
+// raw bytes nlohmann last read, so invalid UTF-8 in a job file became invalid UTF-8 in the
+// error, which the control API and job records carry as JSON. They are shown as \xNN.
+TEST_CASE("syntax errors quote undecodable bytes as \\xNN", "[unit][job_spec]") {
+  const auto r = parse_job_spec("[[\xff\x01", base);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message ==
+        "invalid JSON at line 1, column 3 (byte 2): syntax error while parsing value - invalid "
+        "literal; last read: '[[\\xff'");
+  CHECK_NOTHROW(json(r.error().message).dump());
+}
