@@ -352,6 +352,10 @@ class checker {
 
   bool int_value(const json& v, const std::string& path, const int_rule& rule, std::int64_t& out) {
     const auto i = as_int64(v);
+    if (!i && v.is_number_unsigned()) {  // a positive integer, only past int64
+      expected(path, std::string(rule.expected) + " no larger than " + std::to_string(rule.max), v);
+      return false;
+    }
     if (!i || *i < rule.min) {
       expected(path, rule.expected, v);
       return false;

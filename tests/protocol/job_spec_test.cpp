@@ -126,7 +126,7 @@ TEST_CASE("every invalid field is reported with its path and expectation", "[uni
     {set("/training/batch_size", 32.5), "training.batch_size: expected a positive integer, got 32.5"},
     {set("/training/batch_size", "32"), "training.batch_size: expected a positive integer, got \"32\""},
     {set("/training/batch_size", nullptr), "training.batch_size: expected a positive integer, got null"},
-    {set("/training/batch_size", 18446744073709551615ull), "training.batch_size: expected a positive integer, got 18446744073709551615"},
+    {set("/training/batch_size", 18446744073709551615ull), "training.batch_size: expected a positive integer no larger than 9223372036854775807, got 18446744073709551615"},
     {set("/training/epochs", 0), "training.epochs: expected a positive integer, got 0"},
     {set("/training/shuffle", "yes"), "training.shuffle: expected true or false, got \"yes\""},
     {set("/training/seed", -1), "training.seed: expected a non-negative integer, got -1"},
