@@ -41,10 +41,12 @@ run_one() {
   rm -rf "$dir/artifacts"
   mkdir -p "$dir/corpus" "$dir/artifacts"
   # First corpus folder is the writable one; the committed seeds and crashers are read only.
+  local dict=()
+  [[ -f "$BATON_ROOT/tests/fuzz/$h.dict" ]] && dict=(-dict="$BATON_ROOT/tests/fuzz/$h.dict")
   set +e
   "$fuzz_dir/tests/fuzz/$h" -max_len="${max_len[$h]}" -timeout=10 -rss_limit_mb=2048 \
     -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
-    ${BATON_FUZZ_OPTIONS:-} "$dir/corpus" "$BATON_ROOT/tests/fuzz/corpus/$h" \
+    "${dict[@]}" ${BATON_FUZZ_OPTIONS:-} "$dir/corpus" "$BATON_ROOT/tests/fuzz/corpus/$h" \
     "$BATON_ROOT/tests/fuzz/regressions/$h" >"$dir/log" 2>&1
   echo $? >"$dir/rc"
 }
