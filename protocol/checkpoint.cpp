@@ -226,6 +226,9 @@ result<parsed> parse_layout(std::string_view bytes, std::string_view what) {
       }
       continue;
     }
+    // encode_checkpoint refuses an empty name, so accepting one here would load a checkpoint
+    // that cannot be written back.
+    if (key.empty()) return fail("tensor with an empty name");
     auto e = parse_entry(key, value);
     if (!e) return fail("tensor " + in_quotes(key) + ": " + e.error().message);
     p.entries.push_back(std::move(*e));

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "os/env.h"
+#include "protocol/json_guard.h"
 
 namespace baton::protocol {
 
@@ -99,7 +100,12 @@ std::string describe(const json& v) {
       return v.empty() ? "[]" : "an array";
     case json::value_t::string: {
       const auto& s = v.get_ref<const std::string&>();
-      if (s.size() > 64) return json(s.substr(0, 61) + "...").dump();
+      if (s.size() > 64) {
+        // Cut on a UTF-8 boundary: half a character makes dump() throw (type_error 316).
+        std::size_t cut = 61;
+        while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+        return json(s.substr(0, cut) + "...").dump();
+      }
       return v.dump();
     }
     default:
@@ -182,7 +188,7 @@ class limits_sax {
     } else if (const auto bracket = what.find("] "); bracket != std::string::npos) {
       what = what.substr(bracket + 2);
     }
-    syntax_error_ = what;
+    syntax_error_ = detail::printable(what);
     return false;
   }
 
@@ -346,6 +352,10 @@ class checker {
 
   bool int_value(const json& v, const std::string& path, const int_rule& rule, std::int64_t& out) {
     const auto i = as_int64(v);
+    if (!i && v.is_number_unsigned()) {  // a positive integer, only past int64
+      expected(path, std::string(rule.expected) + " no larger than " + std::to_string(rule.max), v);
+      return false;
+    }
     if (!i || *i < rule.min) {
       expected(path, rule.expected, v);
       return false;

@@ -1,7 +1,8 @@
 // Parsing JSON from untrusted bytes (checkpoint headers, worker lines). nlohmann has no nesting
 // limit and keeps an unspecified one of two duplicate keys, so a hostile document could exhaust
 // the stack or hide a second value; parse_json_guarded runs a validating SAX pass first (depth,
-// duplicates, syntax) and only then builds the document. Internal to protocol/.
+// duplicates, syntax) and only then builds the document. Internal to protocol/ (the control API
+// uses printable() for the same reason).
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,26 @@
 #include "protocol/status.h"
 
 namespace baton::protocol::detail {
+
+// nlohmann's parse errors quote the raw bytes last read ("last read: '...'"), which in hostile
+// input are invalid UTF-8 or control characters. Error texts are stored in JSON (records, API
+// answers, logs) whose strict dump() throws on invalid UTF-8, so such bytes are shown as \xNN.
+inline std::string printable(std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xf];
+    }
+  }
+  return out;
+}
 
 template <class Json>
 class json_guard_sax {
@@ -52,7 +73,7 @@ class json_guard_sax {
     if (auto p = what.find("] "); p != std::string::npos && what.rfind("[json", 0) == 0) {
       what.erase(0, p + 2);
     }
-    error_ = what;
+    error_ = printable(what);
     error_position_ = position > 0 ? position - 1 : 0;
     return false;
   }

@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "protocol/json_guard.h"
 #include "protocol/status.h"
 
 namespace baton::supervisor {
@@ -40,6 +41,8 @@ std::string_view call_name(const api_call& call) {
 
 namespace {
 
+using protocol::detail::printable;
+
 api_error bad_request(std::string message) { return api_error{400, std::move(message)}; }
 
 // First pass over a document: syntax, nesting depth and duplicate keys, building nothing. The
@@ -72,13 +75,17 @@ class limit_checker {
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
     // what() reads "[json.exception.parse_error.101] parse error at line 1, column 5: <reason>";
     // the byte offset says more than line/column for a one-line document, so keep the reason.
+    // nlohmann counts bytes read, so the offending byte is at position - 1 (0-based, like the job
+    // spec's and the worker protocol's offsets).
     std::string reason = e.what();
     if (const auto at = reason.find("parse error"); at != std::string::npos) {
       if (const auto colon = reason.find(": ", at); colon != std::string::npos) {
         reason = reason.substr(colon + 2);
       }
     }
-    error_ = bad_request("malformed JSON at byte " + std::to_string(position) + ": " + reason);
+    error_ =
+        bad_request("malformed JSON at byte " + std::to_string(position > 0 ? position - 1 : 0) +
+                    ": " + printable(reason));
     return false;
   }
 
@@ -179,7 +186,7 @@ api_result<std::uint64_t> parse_offset(std::string_view text) {
   const auto* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end) {
-    return bad_request("bad offset '" + std::string(text) +
+    return bad_request("bad offset '" + printable(text) +
                        "': expected a non-negative integer (bytes into the log)");
   }
   return value;
@@ -196,8 +203,7 @@ api_result<std::uint64_t> parse_query(std::string_view query, route r, std::stri
     const auto key = param.substr(0, eq);
     const auto value = eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
     if (r != route::job_logs || key != "offset") {
-      return bad_request("unknown query parameter '" + std::string(key) + "' for " +
-                         std::string(path));
+      return bad_request("unknown query parameter '" + printable(key) + "' for " + printable(path));
     }
     if (offset) return bad_request("query parameter 'offset' given twice");
     auto v = parse_offset(value);
@@ -262,8 +268,8 @@ api_result<api_call> parse_api_request(const api_request& request) {
   }
   const std::string_view target = request.target;
   if (target.empty() || target.front() != '/') {
-    return bad_request("request target must be a path starting with '/', got '" + request.target +
-                       "'");
+    return bad_request("request target must be a path starting with '/', got '" +
+                       printable(request.target) + "'");
   }
   const auto qmark = target.find('?');
   const auto path = target.substr(0, qmark);
@@ -271,7 +277,7 @@ api_result<api_call> parse_api_request(const api_request& request) {
       qmark == std::string_view::npos ? std::string_view{} : target.substr(qmark + 1);
 
   const auto matched = match_route(path);
-  if (!matched) return api_error{404, "unknown route " + std::string(path)};
+  if (!matched) return api_error{404, "unknown route " + printable(path)};
   const route r = matched->r;
 
   const auto& m = request.method;
@@ -279,12 +285,12 @@ api_result<api_call> parse_api_request(const api_request& request) {
                          (r == route::job_cancel && m == "POST") ||
                          (r != route::jobs && r != route::job_cancel && m == "GET");
   if (!method_ok) {
-    return api_error{405, "method " + m + " not allowed on " + std::string(path) +
+    return api_error{405, "method " + printable(m) + " not allowed on " + printable(path) +
                               " (allowed: " + std::string(allowed_methods(r)) + ")"};
   }
   if (r == route::job || r == route::job_logs || r == route::job_cancel) {
     if (!is_valid_job_id(matched->id)) {
-      return bad_request("invalid job id '" + std::string(matched->id) +
+      return bad_request("invalid job id '" + printable(matched->id) +
                          "': expected 1 to 80 characters of A-Z a-z 0-9 . _ - not starting "
                          "with '.'");
     }

@@ -405,3 +405,24 @@ TEST_CASE("dtype names and sizes follow safetensors", "[unit][checkpoint]") {
   CHECK(dtype_size(dtype::u32) == 4);
   CHECK(dtype_size(dtype::u8) == 1);
 }
+
+// Found by fuzz_checkpoint (regressions/fuzz_checkpoint/crash-b38f2529...): a header starting
+// with a non-ASCII byte put that raw byte into the error text, which must stay valid UTF-8.
+TEST_CASE("header syntax errors quote undecodable bytes as \\xNN", "[unit][checkpoint]") {
+  const std::string e = decode_error(le64(2) + std::string("\xf7\0", 2));
+  CHECK_THAT(e, Catch::EndsWith("invalid literal; last read: '\\xf7'"));
+  CHECK_NOTHROW(nlohmann::json(e).dump());
+}
+
+// Found with fuzz_checkpoint's round-trip invariant (regressions/fuzz_checkpoint/
+// empty-tensor-name.ckpt): decode accepted a tensor named "" that encode_checkpoint refuses, so a
+// loaded checkpoint could not be written back.
+TEST_CASE("a tensor with an empty name is rejected on decode too", "[unit][checkpoint]") {
+  const std::string file =
+      craft(good_meta, R"(,"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]})", "\x07");
+  CHECK(decode_error(file) == "/x/ckpt.safetensors: tensor with an empty name");
+  checkpoint c;
+  c.metadata = {{"step", "1"}};
+  c.tensors.push_back(make_tensor<std::uint8_t>("", dtype::u8, {1}, {7}));
+  CHECK_FALSE(encode_checkpoint(c));
+}

@@ -126,7 +126,7 @@ TEST_CASE("every invalid field is reported with its path and expectation", "[uni
     {set("/training/batch_size", 32.5), "training.batch_size: expected a positive integer, got 32.5"},
     {set("/training/batch_size", "32"), "training.batch_size: expected a positive integer, got \"32\""},
     {set("/training/batch_size", nullptr), "training.batch_size: expected a positive integer, got null"},
-    {set("/training/batch_size", 18446744073709551615ull), "training.batch_size: expected a positive integer, got 18446744073709551615"},
+    {set("/training/batch_size", 18446744073709551615ull), "training.batch_size: expected a positive integer no larger than 9223372036854775807, got 18446744073709551615"},
     {set("/training/epochs", 0), "training.epochs: expected a positive integer, got 0"},
     {set("/training/shuffle", "yes"), "training.shuffle: expected true or false, got \"yes\""},
     {set("/training/seed", -1), "training.seed: expected a non-negative integer, got -1"},
@@ -550,4 +550,35 @@ TEST_CASE("the seed config is the reference workload", "[unit][job_spec]") {
   const auto g = baton::protocol::compute_geometry(*spec, 5000);
   CHECK(g.steps_per_epoch == 157);
   CHECK(g.total_steps == 3140);
+}
+
+// Found by fuzz_job_spec (tests/fuzz/regressions/fuzz_job_spec/crash-bd767a5d...): the error for
+// a long string value shortened it at byte 61, cutting a multi-byte character in half, and
+// describe()'s dump() then threw json type_error 316 out of parse_job_spec.
+TEST_CASE("long non-ASCII values in errors are shortened on a character boundary",
+          "[unit][job_spec]") {
+  std::string name;
+  for (int i = 0; i < 40; ++i) name += "\xc3\xa9";  // "é" x 40: 80 bytes, byte 61 splits one
+  auto doc = minimal();
+  doc["name"] = name;
+  std::string shortened;
+  for (int i = 0; i < 30; ++i) shortened += "\xc3\xa9";  // 60 bytes: the last whole character
+  CHECK(error_of(doc) == "name: expected 1 to 64 characters, got 80");
+  doc["data"]["type"] = name;  // this one is quoted in the message
+  CHECK(error_of(doc) ==
+        "name: expected 1 to 64 characters, got 80\n"
+        "data.type: unknown data type \"" +
+            shortened + "...\"; expected one of synthetic, csv, npy");
+}
+
+// Found by fuzz_job_spec (regressions/fuzz_job_spec/crash-3f506352...): syntax errors quoted the
+// raw bytes nlohmann last read, so invalid UTF-8 in a job file became invalid UTF-8 in the
+// error, which the control API and job records carry as JSON. They are shown as \xNN.
+TEST_CASE("syntax errors quote undecodable bytes as \\xNN", "[unit][job_spec]") {
+  const auto r = parse_job_spec("[[\xff\x01", base);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message ==
+        "invalid JSON at line 1, column 3 (byte 2): syntax error while parsing value - invalid "
+        "literal; last read: '[[\\xff'");
+  CHECK_NOTHROW(json(r.error().message).dump());
 }

@@ -139,7 +139,7 @@ TEST_CASE("bodies: GET takes none, cancel takes an empty object at most", "[unit
   check_error(parse("POST", "/v1/jobs/a/cancel", R"({"force": true})"), 400,
               "POST /v1/jobs/a/cancel takes no request body (or an empty object)");
   check_error(parse("POST", "/v1/jobs/a/cancel", "{"), 400,
-              "malformed JSON at byte 2: syntax error while parsing object key - unexpected end "
+              "malformed JSON at byte 1: syntax error while parsing object key - unexpected end "
               "of input; expected string literal");
 }
 
@@ -163,17 +163,17 @@ TEST_CASE("submit bodies are validated field by field", "[unit][control_api]") {
 
 TEST_CASE("malformed JSON is reported with its byte offset", "[unit][control_api]") {
   check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "/a",})"), 400,
-              "malformed JSON at byte 31: syntax error while parsing object key - unexpected '}'; "
+              "malformed JSON at byte 30: syntax error while parsing object key - unexpected '}'; "
               "expected string literal");
   check_error(parse("POST", "/v1/jobs", R"({"spec": tru})"), 400,
-              "malformed JSON at byte 13: syntax error while parsing value - invalid literal; "
+              "malformed JSON at byte 12: syntax error while parsing value - invalid literal; "
               "last read: '\"spec\": tru}'");
   check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "/a"} x)"), 400,
-              "malformed JSON at byte 32: syntax error while parsing value - invalid literal; "
+              "malformed JSON at byte 31: syntax error while parsing value - invalid literal; "
               "last read: '\"/a\"} x'; expected end of input");
   check_error(parse("POST", "/v1/jobs", "{\"spec\": {}, \"base_dir\": \"/\xff\"}"), 400,
-              "malformed JSON at byte 28: syntax error while parsing value - invalid string: "
-              "ill-formed UTF-8 byte; last read: '\"/\xff'");
+              "malformed JSON at byte 27: syntax error while parsing value - invalid string: "
+              "ill-formed UTF-8 byte; last read: '\"/\\xff'");
 }
 
 TEST_CASE("duplicate keys are rejected instead of picking one", "[unit][control_api]") {
@@ -208,4 +208,17 @@ TEST_CASE("error responses are JSON objects with an error field", "[unit][contro
   const auto r = error_response(api_error{404, "unknown route /x"});
   CHECK(r.status == 404);
   CHECK(r.body == nlohmann::json{{"error", "unknown route /x"}});
+}
+
+// Found with fuzz_api_request's UTF-8 invariant: method, target and JSON errors echoed raw bytes,
+// so an answer could carry invalid UTF-8 and control characters. They are shown as \xNN.
+TEST_CASE("raw bytes of a request are quoted as \\xNN in errors", "[unit][control_api]") {
+  check_error(parse("G\xffT", "/v1/health"), 405,
+              "method G\\xffT not allowed on /v1/health (allowed: GET)");
+  check_error(parse("GET", "/v1/jobs/a\x01\xc3\xa9"), 400,
+              "invalid job id 'a\\x01\\xc3\\xa9': expected 1 to 80 characters of A-Z a-z 0-9 . _ - "
+              "not starting with '.'");
+  check_error(parse("GET", "/v\xfe"), 404, "unknown route /v\\xfe");
+  check_error(parse("GET", "v1\n"), 400,
+              "request target must be a path starting with '/', got 'v1\\x0a'");
 }
