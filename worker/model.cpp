@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "worker/optimizer.h"
 #include "worker/random.h"
 
 namespace baton::worker {
@@ -81,6 +82,14 @@ double model<S>::train_step(const_matrix_map<S> x, const_matrix_map<S> y) {
     S* dx = i == 0 ? nullptr : layers_[i - 1].output_grad_data();
     layers_[i].backward(in, is_last && loss_.takes_logits(), dx);
   }
+  return loss;
+}
+
+template <class S>
+double model<S>::train_step(const_matrix_map<S> x, const_matrix_map<S> y,
+                            optimizer& opt) requires std::same_as<S, float> {
+  const double loss = train_step(x, y);
+  opt.step();
   return loss;
 }
 
