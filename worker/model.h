@@ -42,7 +42,9 @@ class model {
   double train_step(const_matrix_map<S> x, const_matrix_map<S> y);
 
   // train_step(x, y) followed by opt.step(), bit for bit, for an optimizer made from this model's
-  // parameters() (float only).
+  // parameters() (float only). Faster: each block of gradients goes straight into the update while
+  // it is in cache, so parameters()[k].grad is NOT written (it keeps older values). An optimizer
+  // bound to other tensors gets the plain train_step + step().
   double train_step(const_matrix_map<S> x, const_matrix_map<S> y,
                     optimizer& opt) requires std::same_as<S, float>;
 
@@ -69,6 +71,10 @@ class model {
  private:
   model(idx inputs, std::vector<dense_layer<S>> layers, loss_function<S> loss);
   const_matrix_map<S> forward(const_matrix_map<S> x);
+  // The whole step inside one parallel region: forward, loss, backward (with `sinks`, one per
+  // layer, the fused update). Returns the mean loss.
+  double step(const_matrix_map<S> x, const_matrix_map<S> y, const gradient_sink<S>* sinks);
+  std::int64_t flops_per_row() const;
 
   idx inputs_;
   std::vector<dense_layer<S>> layers_;
