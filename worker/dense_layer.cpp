@@ -183,34 +183,26 @@ void dense_layer<S>::forward_team(const_matrix_map<S> x, bool apply_activation, 
 }
 
 template <class S>
-void dense_layer<S>::activation_backward_team(const team& t) {
-  const index_range r = t.part(rows_);
-  const idx n = units();
-  if (r.begin < r.end) {
-    activation_backward<S>(act_, const_matrix_map<S>(out_.data() + r.begin * n, r.end - r.begin, n),
-                           matrix_map<S>(out_grad_.data() + r.begin * n, r.end - r.begin, n));
+void dense_layer<S>::prepare_output_grad(bool grad_is_preactivation) {
+  const idx rows = rows_, n = units();
+  if (!grad_is_preactivation) activation_backward<S>(act_, output(), output_grad());
+  const idx bp = round_up(rows, lanes<S>);
+  for (idx j = 0; j < n; ++j) {
+    S* row = grad_t_.data() + j * padded_batch_;
+    for (idx b = 0; b < rows; ++b) row[b] = out_grad_(b, j);
+    std::fill(row + rows, row + bp, S(0));
   }
-  t.barrier();
 }
 
 template <class S>
-void dense_layer<S>::backward_team(const_matrix_map<S> x, S* dx, const team& t,
-                                   const gradient_sink<S>* sink) {
+void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
+                                   const gradient_sink<S>* sink, dense_layer* lower, S* dx) {
   const idx rows = rows_, k = inputs(), n = units();
   const S* dz = out_grad_.data();
   const idx bp = round_up(rows, lanes<S>);
-  const idx ldt = padded_batch_;
-  if (dx) {
-    // dZ^T, zero-padded to whole vectors, so dX^T = W dZ^T runs on full vectors of the batch.
-    const index_range c = t.part(n);
-    for (idx j = c.begin; j < c.end; ++j) {
-      S* row = grad_t_.data() + j * ldt;
-      for (idx b = 0; b < rows; ++b) row[b] = dz[b * n + j];
-      std::fill(row + rows, row + bp, S(0));
-    }
-    t.barrier();
-  }
-  S* dw_block = scratch_.data() + static_cast<std::size_t>(t.id) * panel_rows * (n + ldt);
+  const bool lower_elementwise = lower && elementwise(lower->act_);
+  if (lower) dx = lower->out_grad_.data();
+  S* dw_block = scratch_.data() + static_cast<std::size_t>(t.id) * panel_rows * (n + padded_batch_);
   S* dxt_block = dw_block + panel_rows * n;
   // Each thread owns a range of kernel rows: it reads them for dX, then (fused) updates them.
   const index_range kr = t.part(k);
@@ -219,9 +211,41 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, S* dx, const team& t,
     if (dx && rows > 0) {
       // dX^T[k0 .. k0+pr) = W[k0 .. k0+pr) dZ^T: sums over units, W rows streamed in order.
       gemm<S, tall_rows, tall_vectors>(pr, bp, n, kernel_.data() + k0 * n, n, 1, grad_t_.data(),
-                                       ldt, dxt_block, bp, n);
-      for (idx b = 0; b < rows; ++b) {
-        for (idx i = 0; i < pr; ++i) dx[b * k + k0 + i] = dxt_block[i * bp + b];
+                                       padded_batch_, dxt_block, bp, n);
+      if (lower_elementwise) {
+        // The layer below's dL/dZ = dL/dY * act'(Y), elementwise as activation_backward computes
+        // it, written both ways round: these columns of it are this thread's alone.
+        const S* y = lower->out_.data();
+        const activation a = lower->act_;
+        for (idx i = 0; i < pr; ++i) {
+          S* gt = lower->grad_t_.data() + (k0 + i) * lower->padded_batch_;
+          for (idx b = 0; b < rows; ++b) {
+            const S g = dxt_block[i * bp + b];
+            const S yb = y[b * k + k0 + i];
+            S d = g;
+            switch (a) {
+              case activation::relu:
+                d = yb > S(0) ? g : S(0);
+                break;
+              case activation::sigmoid:
+                d = g * (yb * (S(1) - yb));
+                break;
+              case activation::tanh:
+                d = g * (S(1) - yb * yb);
+                break;
+              case activation::linear:
+              case activation::softmax:
+                break;
+            }
+            dx[b * k + k0 + i] = d;
+            gt[b] = d;
+          }
+          std::fill(gt + rows, gt + bp, S(0));
+        }
+      } else {
+        for (idx b = 0; b < rows; ++b) {
+          for (idx i = 0; i < pr; ++i) dx[b * k + k0 + i] = dxt_block[i * bp + b];
+        }
       }
     }
     // dW[k0 .. k0+pr) = X^T dZ: sums over the batch, X read transposed.
@@ -240,6 +264,22 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, S* dx, const team& t,
     sink->apply(sink->ctx, sink->bias_index, c.begin, c.end, bias_grad_.data() + c.begin);
   }
   t.barrier();
+  if (lower && !lower_elementwise) {  // softmax: whole rows first, then the transpose
+    const index_range r = t.part(rows);
+    if (r.begin < r.end) {
+      activation_backward<S>(
+          lower->act_, const_matrix_map<S>(lower->out_.data() + r.begin * k, r.end - r.begin, k),
+          matrix_map<S>(lower->out_grad_.data() + r.begin * k, r.end - r.begin, k));
+    }
+    t.barrier();
+    const index_range kc = t.part(k);
+    for (idx j = kc.begin; j < kc.end; ++j) {
+      S* gt = lower->grad_t_.data() + j * lower->padded_batch_;
+      for (idx b = 0; b < rows; ++b) gt[b] = dx[b * k + j];
+      std::fill(gt + rows, gt + bp, S(0));
+    }
+    t.barrier();
+  }
 }
 
 template <class S>
@@ -253,10 +293,9 @@ const_matrix_map<S> dense_layer<S>::forward(const_matrix_map<S> x, bool apply_ac
 template <class S>
 void dense_layer<S>::backward(const_matrix_map<S> x, bool grad_is_preactivation, S* dx) {
   reserve_team(thread_count());
-  run_team(4 * rows_ * inputs() * units(), [&](const team& t) {
-    if (!grad_is_preactivation) activation_backward_team(t);
-    backward_team(x, dx, t);
-  });
+  prepare_output_grad(grad_is_preactivation);
+  run_team(4 * rows_ * inputs() * units(),
+           [&](const team& t) { backward_team(x, t, nullptr, nullptr, dx); });
 }
 
 template <class S>

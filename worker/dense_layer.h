@@ -54,15 +54,20 @@ class dense_layer {
   //   (x.rows() x inputs(), row-major). `x` is the same input the forward pass saw.
   void backward(const_matrix_map<S> x, bool grad_is_preactivation, S* dx);
 
-  // The same passes for a team already running (every thread of `t` calls with the same
-  // arguments; they return after a barrier, with the result complete). forward_team leaves the
-  // output as Z when `apply_activation` is false. backward_team expects dL/dZ in output_grad();
-  // with `sink` it hands dW and db to the sink block by block instead of storing them (dX is
-  // computed from each kernel block before the sink sees that block).
+  // The same passes for a team already running: every thread of `t` calls with the same
+  // arguments and they return after a barrier, with the result complete. forward_team leaves
+  // the output as Z when `apply_activation` is false.
   void forward_team(const_matrix_map<S> x, bool apply_activation, const team& t);
-  void activation_backward_team(const team& t);
-  void backward_team(const_matrix_map<S> x, S* dx, const team& t,
-                     const gradient_sink<S>* sink = nullptr);
+  // Turns output_grad() into dL/dZ (unless `grad_is_preactivation`) and lays out its transpose
+  // for backward_team. One thread, no barrier: for the top layer, right after the loss.
+  void prepare_output_grad(bool grad_is_preactivation);
+  // From a prepared dL/dZ: dW, db and, with `lower` (the layer below, whose output was `x`), that
+  // layer's dL/dZ, prepared in the same pass (its activation's derivative applied; softmax takes
+  // two more barriers); or with `dx` alone, dL/dX written raw. With `sink`, dW and db go to the
+  // sink block by block instead of into kernel_grad() and bias_grad() (dX is computed from each
+  // kernel block before the sink sees that block).
+  void backward_team(const_matrix_map<S> x, const team& t, const gradient_sink<S>* sink,
+                     dense_layer* lower, S* dx = nullptr);
 
   // Sizes the per-thread scratch for a team of `threads` (allocates only when it grows). Call
   // outside parallel regions; the constructor sizes it for thread_count().

@@ -98,15 +98,16 @@ double model<S>::step(const_matrix_map<S> x, const_matrix_map<S> y, const gradie
       cols = layers_[i].units();
     }
     auto& top = layers_.back();
-    if (t.id == 0) loss = loss_.forward_backward(top.output(), y, top.output_grad());
+    if (t.id == 0) {
+      loss = loss_.forward_backward(top.output(), y, top.output_grad());
+      top.prepare_output_grad(loss_.takes_logits());
+    }
     t.barrier();
+    // Each layer's backward also prepares the dL/dZ of the layer below: one barrier per layer.
     for (std::size_t i = layers_.size(); i-- > 0;) {
-      const bool is_last = i + 1 == layers_.size();
-      if (!(is_last && loss_.takes_logits())) layers_[i].activation_backward_team(t);
       const_matrix_map<S> below = i == 0 ? x : layers_[i - 1].output();
-      // dX of layer i lands directly in layer i-1's output-gradient buffer.
-      S* dx = i == 0 ? nullptr : layers_[i - 1].output_grad_data();
-      layers_[i].backward_team(below, dx, t, sinks ? sinks + i : nullptr);
+      layers_[i].backward_team(below, t, sinks ? sinks + i : nullptr,
+                               i == 0 ? nullptr : &layers_[i - 1]);
     }
   });
   return loss;

@@ -95,6 +95,10 @@ TEST_CASE("whole-model gradients agree with central differences", "[unit]") {
        {{4, activation::tanh}, {3, activation::softmax}},
        loss_kind::categorical_crossentropy},
       {"sigmoid-linear mse", {{4, activation::sigmoid}, {2, activation::linear}}, loss_kind::mse},
+      // A hidden softmax: its derivative needs whole rows, the one non-elementwise lower layer.
+      {"relu-softmax-linear mse",
+       {{5, activation::relu}, {4, activation::softmax}, {2, activation::linear}},
+       loss_kind::mse},
   };
   for (const auto& n : nets) {
     CAPTURE(n.name);
