@@ -132,12 +132,18 @@ figures run_worker(int threads, const options& o, const row_matrix<float>& x,
       f.state_bytes += 2.0 * m.max_batch() * m.layer(i).units() * sizeof(float);
     }
 
+    // RSS after the first and the last step of every epoch: first and last sample are reported.
+    auto sample_rss = [&](bool very_first) {
+      const auto now = proc_status_bytes("VmRSS");
+      if (very_first) f.rss_first = now;
+      f.rss_last = now;
+    };
     auto fused_epoch = [&](bool first) {
       const auto t0 = clock_type::now();
       double loss = 0;
       for (idx s = 0; s < steps; ++s) {
         loss = m.train_step(batch_x(s), batch_y(s), *opt);
-        if (first && s == 0) f.rss_first = proc_status_bytes("VmRSS");
+        if (s == 0 || s + 1 == steps) sample_rss(first && s == 0);
       }
       f.finite = f.finite && std::isfinite(loss);
       f.final_loss = loss;
@@ -153,6 +159,13 @@ figures run_worker(int threads, const options& o, const row_matrix<float>& x,
         const double loss = m.train_step(batch_x(s), batch_y(s));
         const auto t1 = clock_type::now();
         opt->step();
+        if (s == 0 || s + 1 == steps) {
+          op += seconds_since(t1);  // keep the /proc read out of the timings
+          sample_rss(false);
+          fb += std::chrono::duration<double>(t1 - t0).count();
+          f.finite = f.finite && std::isfinite(loss);
+          continue;
+        }
         fb += std::chrono::duration<double>(t1 - t0).count();
         op += seconds_since(t1);
         f.finite = f.finite && std::isfinite(loss);
@@ -160,7 +173,6 @@ figures run_worker(int threads, const options& o, const row_matrix<float>& x,
       f.fwdbwd_s.push_back(fb);
       f.opt_s.push_back(op);
     }
-    f.rss_last = proc_status_bytes("VmRSS");
     f.peak = proc_status_bytes("VmHWM");
   }
   return f;

@@ -205,7 +205,8 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
   S* dw_block = scratch_.data() + static_cast<std::size_t>(t.id) * panel_rows * (n + padded_batch_);
   S* dxt_block = dw_block + panel_rows * n;
   // Each thread owns a range of kernel rows: it reads them for dX, then (fused) updates them.
-  const index_range kr = t.part(k);
+  // Bounds on whole vectors keep the threads' columns of dX in separate cache lines.
+  const index_range kr = t.part(k, lanes<S>);
   for (idx k0 = kr.begin; k0 < kr.end; k0 += panel_rows) {
     const idx pr = std::min(panel_rows, kr.end - k0);
     if (dx && rows > 0) {
