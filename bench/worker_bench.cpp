@@ -101,6 +101,7 @@ struct figures {
   std::vector<double> opt_s;     // optimizer::step alone
   double state_bytes = 0;
   std::optional<double> rss_first, rss_last, peak;
+  std::optional<double> anon_first, anon_last;  // RssAnon: heap and stacks, without code pages
   double final_loss = NAN;
   bool finite = true;
 };
@@ -135,8 +136,13 @@ figures run_worker(int threads, const options& o, const row_matrix<float>& x,
     // RSS after the first and the last step of every epoch: first and last sample are reported.
     auto sample_rss = [&](bool very_first) {
       const auto now = proc_status_bytes("VmRSS");
-      if (very_first) f.rss_first = now;
+      const auto anon = proc_status_bytes("RssAnon");
+      if (very_first) {
+        f.rss_first = now;
+        f.anon_first = anon;
+      }
       f.rss_last = now;
+      f.anon_last = anon;
     };
     auto fused_epoch = [&](bool first) {
       const auto t0 = clock_type::now();
@@ -299,18 +305,19 @@ int main(int argc, char** argv) {
 
   std::vector<figures> runs;
   bool ok = true;
-  std::printf("%-7s %9s %10s %13s %12s %12s %10s %9s %6s %21s\n", "threads", "s/epoch", "samples/s",
-              "fwd+bwd GF/s", "opt s/epoch", "fwd+bwd s", "state MiB", "peak MiB", "ratio",
-              "RSS MiB first->last");
+  std::printf("%-7s %9s %10s %13s %12s %12s %10s %9s %6s %21s %19s\n", "threads", "s/epoch",
+              "samples/s", "fwd+bwd GF/s", "opt s/epoch", "fwd+bwd s", "state MiB", "peak MiB",
+              "ratio", "RSS MiB first->last", "anon first->last");
   for (int t : o.threads) {
     figures f = run_worker(t, o, x, y);
     ok = ok && f.finite;
     const double ep = median(f.epoch_s), fb = median(f.fwdbwd_s), op = median(f.opt_s);
-    std::printf("%-7d %9.3f %10.0f %13.1f %12.3f %12.3f %10.1f %9.1f %6.2f %10.1f->%-10.1f\n",
-                f.threads, ep, rows_total * epoch_fraction / ep, gflop * epoch_fraction / fb, op,
-                fb, mib(f.state_bytes), f.peak ? mib(*f.peak) : NAN,
-                f.peak ? *f.peak / f.state_bytes : NAN, f.rss_first ? mib(*f.rss_first) : NAN,
-                f.rss_last ? mib(*f.rss_last) : NAN);
+    std::printf(
+        "%-7d %9.3f %10.0f %13.1f %12.3f %12.3f %10.1f %9.1f %6.2f %10.1f->%-10.1f %8.1f->%-8.1f\n",
+        f.threads, ep, rows_total * epoch_fraction / ep, gflop * epoch_fraction / fb, op, fb,
+        mib(f.state_bytes), f.peak ? mib(*f.peak) : NAN, f.peak ? *f.peak / f.state_bytes : NAN,
+        f.rss_first ? mib(*f.rss_first) : NAN, f.rss_last ? mib(*f.rss_last) : NAN,
+        f.anon_first ? mib(*f.anon_first) : NAN, f.anon_last ? mib(*f.anon_last) : NAN);
     runs.push_back(std::move(f));
   }
   std::printf(
