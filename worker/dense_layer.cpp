@@ -121,8 +121,21 @@ void gemm(idx rows, idx cols, idx depth, const S* L, idx li, idx lp, const S* R,
       vector_columns<S, RI, NV - 1>(v, rows, first, Lp, li, lp, Rp + j, ldr, O + j, ldo, d);
       j += v * w;
     }
-    for (; j < cols; ++j) {  // fewer columns than one vector
-      for (idx i = 0; i < rows; ++i) {
+    for (; j < cols; ++j) {  // fewer columns than one vector (a 1-unit output layer)
+      // Eight rows' sums side by side: independent add chains instead of one latency-bound chain,
+      // each sum still in order of p.
+      constexpr idx group = 8;
+      idx i = 0;
+      for (; i + group <= rows; i += group) {
+        S acc[group];
+        for (idx r = 0; r < group; ++r) acc[r] = first ? S(0) : O[(i + r) * ldo + j];
+        for (idx p = 0; p < d; ++p) {
+          const S rp = Rp[p * ldr + j];
+          for (idx r = 0; r < group; ++r) acc[r] += Lp[(i + r) * li + p * lp] * rp;
+        }
+        for (idx r = 0; r < group; ++r) O[(i + r) * ldo + j] = acc[r];
+      }
+      for (; i < rows; ++i) {
         S acc = first ? S(0) : O[i * ldo + j];
         for (idx p = 0; p < d; ++p) acc += Lp[i * li + p * lp] * Rp[p * ldr + j];
         O[i * ldo + j] = acc;

@@ -100,8 +100,8 @@ TEST_CASE("blocked kernels match plain sums on ragged shapes, 1 and 2 threads", 
   struct shape {
     idx in, units, batch, max_batch;
   };
-  for (const shape s :
-       {shape{37, 53, 13, 16}, shape{300, 67, 32, 32}, shape{5, 1, 3, 8}, shape{1, 130, 1, 1}}) {
+  for (const shape s : {shape{37, 53, 13, 16}, shape{300, 67, 32, 32}, shape{5, 1, 3, 8},
+                        shape{40, 1, 19, 32}, shape{1, 130, 1, 1}}) {
     for (int threads : {1, 2}) {
       CAPTURE(s.in, s.units, s.batch, threads);
       set_thread_count(threads);
