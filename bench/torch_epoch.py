@@ -17,6 +17,18 @@ except ImportError as e:  # the bench treats PyTorch as optional
     sys.exit(3)
 
 
+def blas_library():
+    """The BLAS torch resolved at run time (Debian picks it by update-alternatives)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if "blas" in line.lower():
+                    return line.split()[-1]
+    except OSError:
+        pass
+    return "unknown"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--threads", type=int, required=True)
@@ -25,6 +37,7 @@ def main():
     p.add_argument("--warmup", type=int, default=1, help="untimed epochs first")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    print(f"blas {blas_library()}", flush=True)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(5000, 100, generator=g)
     y = (x.sum(dim=1, keepdim=True) > 0).float()

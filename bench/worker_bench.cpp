@@ -188,6 +188,7 @@ struct torch_result {
   bool available = false;
   std::string note;
   std::vector<double> epoch_s;
+  std::string blas;  // the BLAS library torch loaded (reference BLAS makes torch ~10x slower)
 };
 
 // Runs bench/torch_epoch.py as a child (argv vector, no shell) and collects its "epoch" lines.
@@ -236,6 +237,7 @@ torch_result run_torch(const std::string& python, int threads, bool tuned, const
   for (const auto& l : lines) {
     if (l.rfind("epoch ", 0) == 0) r.epoch_s.push_back(std::strtod(l.c_str() + 6, nullptr));
     if (l.rfind("unavailable", 0) == 0) r.note = l;
+    if (l.rfind("blas ", 0) == 0) r.blas = l.substr(5);
   }
   if (status.how == os::exit_status::kind::exited && status.code == 3) return r;  // no torch
   if (!status.success() || r.epoch_s.empty()) {
@@ -341,6 +343,7 @@ int main(int argc, char** argv) {
       // Importable but failing is a broken bench; not installed is fine.
       if (!python.empty()) ok = false;
     } else {
+      std::printf("PyTorch %s, BLAS %s\n", python.c_str(), probe.blas.c_str());
       for (const auto& f : runs) {
         const torch_result stock =
             &f == &runs.front() ? probe : run_torch(python, f.threads, false, o);
