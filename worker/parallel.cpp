@@ -18,6 +18,15 @@ void flush_denormals_on_this_thread() {
 #endif
 }
 
+// About 20-50 microseconds of polling before sleeping.
+constexpr int spin_iterations = 1 << 12;
+
+inline void cpu_relax() {
+#ifdef BATON_HAVE_MXCSR
+  _mm_pause();
+#endif
+}
+
 }  // namespace
 
 int set_thread_count(int threads) {
@@ -35,8 +44,31 @@ int set_thread_count(int threads) {
 
 int thread_count() { return omp_get_max_threads(); }
 
+void team_barrier::arrive_and_wait() {
+  const unsigned gen = generation_.load(std::memory_order_acquire);
+  // acq_rel: the last arriver acquires every other thread's writes (release sequence on
+  // arrived_) and publishes them with the generation bump.
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+      size_.load(std::memory_order_relaxed)) {
+    arrived_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    return;
+  }
+  for (int i = 0; i < spin_iterations; ++i) {
+    if (generation_.load(std::memory_order_acquire) != gen) return;
+    cpu_relax();
+  }
+  while (generation_.load(std::memory_order_acquire) == gen) {
+    generation_.wait(gen, std::memory_order_acquire);
+  }
+}
+
 void team::barrier() const {
-  if (size > 1) {
+  if (size <= 1) return;
+  if (sync) {
+    sync->arrive_and_wait();
+  } else {
 #pragma omp barrier
   }
 }
