@@ -1,5 +1,7 @@
 #include "worker/activation.h"
 
+#include <cassert>
+
 #include "worker/parallel.h"
 
 namespace baton::worker {
@@ -71,6 +73,18 @@ void bias_activation_forward(activation a, matrix_map<S> z, const S* bias) {
 }
 
 template <class S>
+void bias_activation_block(activation a, S* z, idx rows, idx cols, idx ld, const S* bias) {
+  assert(a != activation::softmax);
+  Eigen::Map<row_matrix<S>, 0, Eigen::OuterStride<>> block(z, rows, cols, Eigen::OuterStride<>(ld));
+  if (bias) {
+    const Eigen::Map<const row_vector<S>> b(bias, cols);
+    assign_activation<S>(a, block, block.rowwise() + b);
+  } else if (a != activation::linear) {
+    assign_activation<S>(a, block, block);
+  }
+}
+
+template <class S>
 void activation_backward(activation a, const_matrix_map<S> y, matrix_map<S> grad) {
   if (a == activation::linear) return;
   parallel_for(grad.rows(), grad.cols() * 4, [&](std::int64_t r0, std::int64_t r1) {
@@ -116,6 +130,8 @@ std::string_view activation_name(activation a) {
 
 template void bias_activation_forward<float>(activation, matrix_map<float>, const float*);
 template void bias_activation_forward<double>(activation, matrix_map<double>, const double*);
+template void bias_activation_block<float>(activation, float*, idx, idx, idx, const float*);
+template void bias_activation_block<double>(activation, double*, idx, idx, idx, const double*);
 template void activation_backward<float>(activation, const_matrix_map<float>, matrix_map<float>);
 template void activation_backward<double>(activation, const_matrix_map<double>, matrix_map<double>);
 

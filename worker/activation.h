@@ -21,6 +21,11 @@ using protocol::activation;
 template <class S>
 void bias_activation_forward(activation a, matrix_map<S> z, const S* bias);
 
+// The same for an elementwise activation (not softmax) on a block of `rows` x `cols` elements
+// whose rows start `ld` apart: one thread's columns of a batch.
+template <class S>
+void bias_activation_block(activation a, S* z, idx rows, idx cols, idx ld, const S* bias);
+
 template <class S>
 void activation_forward(activation a, matrix_map<S> z) {
   bias_activation_forward<S>(a, z, nullptr);

@@ -19,12 +19,14 @@ class adam final : public optimizer {
   //   v += (g*g - v) * (1 - beta_2)
   //   w -= (m * alpha) / (sqrt(v) + epsilon)
   // One pass over w, g, m, v per element.
-  void step() override;
+  void begin_update() override;
+  void update(std::size_t k, std::int64_t begin, std::int64_t end, const float* grad) override;
 
   // optimizer.layers.{i}.kernel.m, .v, then the same for the bias, in parameter order.
   std::vector<state_tensor> state() override;
 
  private:
+  float alpha_ = 0;  // of the step in progress
   float lr_, beta_1_, beta_2_, one_minus_beta_1_, one_minus_beta_2_, epsilon_;
   std::vector<std::vector<float>> m_, v_;
 };

@@ -1,13 +1,29 @@
 // One fully connected layer, Y = act(X W + b), with the kernel laid out [inputs x units] as Keras
-// stores it. The layer owns its parameters, their gradients and max-batch-sized output and
-// output-gradient buffers; every pass works on maps over the first `rows` rows of those buffers,
-// so no pass allocates (short final batches included). The model owns the order of calls.
+// stores it. The layer owns its parameters, their gradients, max-batch-sized output and
+// output-gradient buffers and per-thread scratch; every pass works on the first `rows` rows of
+// those buffers, so no pass allocates (short final batches included). The model owns the order of
+// calls. The products run on the layer's own register-blocked kernels (dense_layer.cpp): each
+// output element is one sequential sum in a register, and threads split outputs, never sums.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "worker/activation.h"
+#include "worker/parallel.h"
 #include "worker/tensor.h"
 
 namespace baton::worker {
+
+// Where a fused backward pass hands each finished gradient block (model::train_step with an
+// optimizer): apply(ctx, k, begin, end, grad) updates elements [begin, end) of parameter k.
+template <class S>
+struct gradient_sink {
+  void (*apply)(void* ctx, std::size_t k, std::int64_t begin, std::int64_t end, const S* grad);
+  void* ctx;
+  std::size_t kernel_index;  // this layer's kernel and bias among the optimizer's parameters
+  std::size_t bias_index;
+};
 
 template <class S>
 class dense_layer {
@@ -38,6 +54,25 @@ class dense_layer {
   //   (x.rows() x inputs(), row-major). `x` is the same input the forward pass saw.
   void backward(const_matrix_map<S> x, bool grad_is_preactivation, S* dx);
 
+  // The same passes for a team already running: every thread of `t` calls with the same
+  // arguments and they return after a barrier, with the result complete. forward_team leaves
+  // the output as Z when `apply_activation` is false.
+  void forward_team(const_matrix_map<S> x, bool apply_activation, const team& t);
+  // Turns output_grad() into dL/dZ (unless `grad_is_preactivation`) and lays out its transpose
+  // for backward_team. One thread, no barrier: for the top layer, right after the loss.
+  void prepare_output_grad(bool grad_is_preactivation);
+  // From a prepared dL/dZ: dW, db and, with `lower` (the layer below, whose output was `x`), that
+  // layer's dL/dZ, prepared in the same pass (its activation's derivative applied; softmax takes
+  // two more barriers); or with `dx` alone, dL/dX written raw. With `sink`, dW and db go to the
+  // sink block by block instead of into kernel_grad() and bias_grad() (dX is computed from each
+  // kernel block before the sink sees that block).
+  void backward_team(const_matrix_map<S> x, const team& t, const gradient_sink<S>* sink,
+                     dense_layer* lower, S* dx = nullptr);
+
+  // Sizes the per-thread scratch for a team of `threads` (allocates only when it grows). Call
+  // outside parallel regions; the constructor sizes it for thread_count().
+  void reserve_team(int threads);
+
   row_matrix<S>& kernel() { return kernel_; }
   row_vector<S>& bias() { return bias_; }
   const row_matrix<S>& kernel() const { return kernel_; }
@@ -47,13 +82,17 @@ class dense_layer {
 
  private:
   activation act_;
-  idx rows_ = 0;  // rows of the last forward pass
+  idx rows_ = 0;      // rows of the last forward pass
+  idx padded_batch_;  // max_batch rounded up to the SIMD width
   row_matrix<S> kernel_;
   row_vector<S> bias_;
   row_matrix<S> kernel_grad_;
   row_vector<S> bias_grad_;
   row_matrix<S> out_;       // max_batch x units
   row_matrix<S> out_grad_;  // max_batch x units
+  row_matrix<S> grad_t_;    // units x padded_batch: dZ^T, zero-padded, for dX = dZ W^T
+  int scratch_threads_ = 0;
+  std::vector<S> scratch_;  // per thread: a block of dW rows and of dX^T rows
 };
 
 }  // namespace baton::worker

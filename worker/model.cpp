@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "worker/optimizer.h"
+#include "worker/parallel.h"
 #include "worker/random.h"
 
 namespace baton::worker {
@@ -54,33 +56,101 @@ void model<S>::init_glorot(std::uint64_t seed) {
 }
 
 template <class S>
+std::int64_t model<S>::flops_per_row() const {
+  std::int64_t f = 0;
+  for (const auto& l : layers_) f += 2 * l.inputs() * l.units();
+  return f;
+}
+
+template <class S>
 const_matrix_map<S> model<S>::forward(const_matrix_map<S> x) {
   assert(x.cols() == inputs_ && x.rows() <= max_batch());
-  const S* data = x.data();
-  idx cols = x.cols();
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const bool last = i + 1 == layers_.size();
-    const auto out = layers_[i].forward(const_matrix_map<S>(data, x.rows(), cols),
-                                        !(last && loss_.takes_logits()));
-    data = out.data();
-    cols = out.cols();
-  }
-  return const_matrix_map<S>(data, x.rows(), cols);
+  for (auto& l : layers_) l.reserve_team(thread_count());
+  run_team(x.rows() * flops_per_row(), [&](const team& t) {
+    const S* in = x.data();
+    idx cols = x.cols();
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const bool last = i + 1 == layers_.size();
+      layers_[i].forward_team(const_matrix_map<S>(in, x.rows(), cols),
+                              !(last && loss_.takes_logits()), t);
+      in = layers_[i].output().data();
+      cols = layers_[i].units();
+    }
+  });
+  return layers_.back().output();
+}
+
+template <class S>
+double model<S>::step(const_matrix_map<S> x, const_matrix_map<S> y, const gradient_sink<S>* sinks) {
+  assert(y.rows() == x.rows() && y.cols() == outputs());
+  assert(x.cols() == inputs_ && x.rows() <= max_batch());
+  for (auto& l : layers_) l.reserve_team(thread_count());
+  double loss = 0;
+  // One team for the whole step: phases meet at barriers instead of waking threads per product.
+  run_team(3 * x.rows() * flops_per_row(), [&](const team& t) {
+    const S* in = x.data();
+    idx cols = x.cols();
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const bool last = i + 1 == layers_.size();
+      layers_[i].forward_team(const_matrix_map<S>(in, x.rows(), cols),
+                              !(last && loss_.takes_logits()), t);
+      in = layers_[i].output().data();
+      cols = layers_[i].units();
+    }
+    auto& top = layers_.back();
+    if (t.id == 0) {
+      loss = loss_.forward_backward(top.output(), y, top.output_grad());
+      top.prepare_output_grad(loss_.takes_logits());
+    }
+    t.barrier();
+    // Each layer's backward also prepares the dL/dZ of the layer below: one barrier per layer.
+    for (std::size_t i = layers_.size(); i-- > 0;) {
+      const_matrix_map<S> below = i == 0 ? x : layers_[i - 1].output();
+      layers_[i].backward_team(below, t, sinks ? sinks + i : nullptr,
+                               i == 0 ? nullptr : &layers_[i - 1]);
+    }
+  });
+  return loss;
 }
 
 template <class S>
 double model<S>::train_step(const_matrix_map<S> x, const_matrix_map<S> y) {
-  assert(y.rows() == x.rows() && y.cols() == outputs());
-  const_matrix_map<S> out = forward(x);
-  auto& last = layers_.back();
-  const double loss = loss_.forward_backward(out, y, last.output_grad());
-  for (std::size_t i = layers_.size(); i-- > 0;) {
-    const bool is_last = i + 1 == layers_.size();
-    const_matrix_map<S> in = i == 0 ? x : layers_[i - 1].output();
-    // dX of layer i lands directly in layer i-1's output-gradient buffer.
-    S* dx = i == 0 ? nullptr : layers_[i - 1].output_grad_data();
-    layers_[i].backward(in, is_last && loss_.takes_logits(), dx);
+  return step(x, y, nullptr);
+}
+
+template <class S>
+double model<S>::train_step(const_matrix_map<S> x, const_matrix_map<S> y,
+                            optimizer& opt) requires std::same_as<S, float> {
+  const auto& bound = opt.bound_parameters();
+  bool mine = bound.size() == 2 * layers_.size();
+  for (std::size_t i = 0; mine && i < layers_.size(); ++i) {
+    mine = bound[2 * i].value.data() == layers_[i].kernel().data() &&
+           bound[2 * i + 1].value.data() == layers_[i].bias().data();
   }
+  if (!mine) {
+    const double loss = train_step(x, y);
+    opt.step();
+    return loss;
+  }
+  // At most a handful of layers: sinks live on the stack for small models, else one allocation.
+  constexpr std::size_t inline_layers = 16;
+  gradient_sink<S> inline_sinks[inline_layers];
+  std::vector<gradient_sink<S>> heap_sinks;
+  gradient_sink<S>* sinks = inline_sinks;
+  if (layers_.size() > inline_layers) {
+    heap_sinks.resize(layers_.size());
+    sinks = heap_sinks.data();
+  }
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    sinks[i] = {
+        [](void* ctx, std::size_t k, std::int64_t begin, std::int64_t end, const float* grad) {
+          static_cast<optimizer*>(ctx)->update(k, begin, end, grad);
+        },
+        &opt, 2 * i, 2 * i + 1};
+  }
+  opt.begin_update();
+  const double loss = step(x, y, sinks);
+  opt.end_update();
   return loss;
 }
 

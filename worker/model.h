@@ -4,6 +4,7 @@
 // checkpoints; optimizers (worker/optimizer.h) update them from the gradients train_step leaves.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "worker/tensor.h"
 
 namespace baton::worker {
+
+class optimizer;
 
 struct evaluation {
   double loss = 0.0;      // mean over samples
@@ -37,6 +40,13 @@ class model {
   // Forward, loss and backward over one batch (rows <= max_batch, contiguous row-major); leaves
   // dL/dparameter in parameters()[k].grad and returns the mean loss of the batch.
   double train_step(const_matrix_map<S> x, const_matrix_map<S> y);
+
+  // train_step(x, y) followed by opt.step(), bit for bit, for an optimizer made from this model's
+  // parameters() (float only). Faster: each block of gradients goes straight into the update while
+  // it is in cache, so parameters()[k].grad is NOT written (it keeps older values). An optimizer
+  // bound to other tensors gets the plain train_step + step().
+  double train_step(const_matrix_map<S> x, const_matrix_map<S> y,
+                    optimizer& opt) requires std::same_as<S, float>;
 
   // Loss and accuracy over any number of rows, in max_batch chunks through the same buffers.
   evaluation evaluate(const_matrix_map<S> x, const_matrix_map<S> y);
@@ -61,6 +71,10 @@ class model {
  private:
   model(idx inputs, std::vector<dense_layer<S>> layers, loss_function<S> loss);
   const_matrix_map<S> forward(const_matrix_map<S> x);
+  // The whole step inside one parallel region: forward, loss, backward (with `sinks`, one per
+  // layer, the fused update). Returns the mean loss.
+  double step(const_matrix_map<S> x, const_matrix_map<S> y, const gradient_sink<S>* sinks);
+  std::int64_t flops_per_row() const;
 
   idx inputs_;
   std::vector<dense_layer<S>> layers_;

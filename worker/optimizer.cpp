@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "worker/adam.h"
+#include "worker/optimizer_impl.h"
 #include "worker/sgd.h"
 
 namespace baton::worker {
@@ -15,6 +16,14 @@ optimizer::optimizer(std::vector<parameter<float>> params) : params_(std::move(p
     total += static_cast<std::int64_t>(p.value.size());
   }
   offsets_.push_back(total);
+}
+
+void optimizer::step() {
+  begin_update();
+  for_each_part(8, [&](std::size_t k, std::int64_t lo, std::int64_t hi) {
+    update(k, lo, hi, params_[k].grad.data() + lo);
+  });
+  end_update();
 }
 
 result<std::unique_ptr<optimizer>> make_optimizer(const protocol::optimizer_spec& spec,

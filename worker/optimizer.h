@@ -27,7 +27,21 @@ class optimizer {
   virtual ~optimizer() = default;
 
   // One update of every bound parameter from its current gradient; then iterations() += 1.
-  virtual void step() = 0;
+  // Equivalent to begin_update(), update() over every element, end_update().
+  void step();
+
+  // The same update in pieces, for a model that applies it while it computes the gradients
+  // (model::train_step(x, y, opt)) so they never travel through memory: begin_update() once on
+  // one thread, then update() exactly once for every element of every parameter (any thread,
+  // disjoint ranges, any order), then end_update() once. Bit for bit the same as step().
+  virtual void begin_update() = 0;
+  // Updates elements [begin, end) of parameter k (index into the bound parameters) from `grad`,
+  // which holds their gradients (grad[0] is element `begin`).
+  virtual void update(std::size_t k, std::int64_t begin, std::int64_t end, const float* grad) = 0;
+  void end_update() { ++iterations_; }
+
+  // The bound parameters, in the order given at construction (update()'s k indexes these).
+  const std::vector<parameter<float>>& bound_parameters() const { return params_; }
 
   // Updates applied so far (Keras's optimizer.iterations); restore it with the state on resume.
   std::int64_t iterations() const { return iterations_; }

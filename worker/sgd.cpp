@@ -1,7 +1,5 @@
 #include "worker/sgd.h"
 
-#include "worker/optimizer_impl.h"
-
 namespace baton::worker {
 
 sgd::sgd(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params)
@@ -14,39 +12,33 @@ sgd::sgd(const protocol::optimizer_spec& spec, std::vector<parameter<float>> par
   }
 }
 
-void sgd::step() {
+void sgd::update(std::size_t k, std::int64_t begin, std::int64_t end, const float* grad) {
   const float lr = lr_;
   const float mu = momentum_;
+  const std::int64_t n = end - begin;
+  float* __restrict w = params_[k].value.data() + begin;
+  const float* __restrict g = grad;
   if (velocity_.empty()) {
-    for_each_part(2, [&](std::size_t k, std::int64_t lo, std::int64_t hi) {
-      float* __restrict w = params_[k].value.data();
-      const float* __restrict g = params_[k].grad.data();
-      for (std::int64_t i = lo; i < hi; ++i) w[i] -= g[i] * lr;
-    });
-  } else if (nesterov_) {
-    for_each_part(6, [&](std::size_t k, std::int64_t lo, std::int64_t hi) {
-      float* __restrict w = params_[k].value.data();
-      const float* __restrict g = params_[k].grad.data();
-      float* __restrict u = velocity_[k].data();
-      for (std::int64_t i = lo; i < hi; ++i) {
-        const float ui = u[i] * mu - g[i] * lr;
-        u[i] = ui;
-        w[i] += ui * mu - g[i] * lr;
-      }
-    });
-  } else {
-    for_each_part(4, [&](std::size_t k, std::int64_t lo, std::int64_t hi) {
-      float* __restrict w = params_[k].value.data();
-      const float* __restrict g = params_[k].grad.data();
-      float* __restrict u = velocity_[k].data();
-      for (std::int64_t i = lo; i < hi; ++i) {
-        const float ui = u[i] * mu - g[i] * lr;
-        u[i] = ui;
-        w[i] += ui;
-      }
-    });
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) w[i] -= g[i] * lr;
+    return;
   }
-  ++iterations_;
+  float* __restrict u = velocity_[k].data() + begin;
+  if (nesterov_) {
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float ui = u[i] * mu - g[i] * lr;
+      u[i] = ui;
+      w[i] += ui * mu - g[i] * lr;
+    }
+  } else {
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float ui = u[i] * mu - g[i] * lr;
+      u[i] = ui;
+      w[i] += ui;
+    }
+  }
 }
 
 std::vector<state_tensor> sgd::state() {

@@ -16,7 +16,8 @@ class sgd final : public optimizer {
   // otherwise:   velocity = velocity * momentum - g * lr
   //              w += velocity                                (plain)
   //              w += velocity * momentum - g * lr            (nesterov)
-  void step() override;
+  void begin_update() override {}
+  void update(std::size_t k, std::int64_t begin, std::int64_t end, const float* grad) override;
 
   // optimizer.layers.{i}.kernel.momentum, then the bias's, in parameter order (none if momentum 0).
   std::vector<state_tensor> state() override;

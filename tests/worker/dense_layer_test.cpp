@@ -92,3 +92,61 @@ TEST_CASE("threaded dense passes are deterministic at 2 threads", "[unit]") {
   CHECK(run() == run());
   set_thread_count(before);
 }
+
+TEST_CASE("blocked kernels match plain sums on ragged shapes, 1 and 2 threads", "[unit]") {
+  // Shapes that leave row, vector and scalar remainders in every tile (and a depth beyond one
+  // forward depth block), in float and double, against sums in long double.
+  const int before = thread_count();
+  struct shape {
+    idx in, units, batch, max_batch;
+  };
+  for (const shape s : {shape{37, 53, 13, 16}, shape{300, 67, 32, 32}, shape{5, 1, 3, 8},
+                        shape{40, 1, 19, 32}, shape{1, 130, 1, 1}}) {
+    for (int threads : {1, 2}) {
+      CAPTURE(s.in, s.units, s.batch, threads);
+      set_thread_count(threads);
+      dense_layer<float> l(s.in, s.units, activation::relu, s.max_batch);
+      l.kernel() = normal_matrix<float>(s.in, s.units, 71, 0.2);
+      l.bias() = normal_matrix<float>(1, s.units, 72, 0.1);
+      const row_matrix<float> x = normal_matrix<float>(s.batch, s.in, 73);
+      const auto y = l.forward(cview(x));
+      const row_matrix<float> c = normal_matrix<float>(s.batch, s.units, 74);
+      l.output_grad() = c;
+      row_matrix<float> dx(s.batch, s.in);
+      l.backward(cview(x), false, dx.data());
+      const auto& w = l.kernel();
+      for (idx r = 0; r < s.batch; ++r) {
+        for (idx j = 0; j < s.units; ++j) {
+          long double z = l.bias()(j);
+          for (idx k = 0; k < s.in; ++k) z += static_cast<long double>(x(r, k)) * w(k, j);
+          REQUIRE(close(y(r, j), std::max(0.0L, z), 1e-5, 1e-5));
+        }
+      }
+      // dZ = c where the relu is on.
+      row_matrix<long double> dz(s.batch, s.units);
+      for (idx r = 0; r < s.batch; ++r) {
+        for (idx j = 0; j < s.units; ++j) dz(r, j) = y(r, j) > 0 ? c(r, j) : 0.0f;
+      }
+      for (idx k = 0; k < s.in; ++k) {
+        for (idx j = 0; j < s.units; ++j) {
+          long double g = 0;
+          for (idx r = 0; r < s.batch; ++r) g += x(r, k) * dz(r, j);
+          REQUIRE(close(l.kernel_grad()(k, j), g, 1e-5, 1e-5));
+        }
+      }
+      for (idx j = 0; j < s.units; ++j) {
+        long double g = 0;
+        for (idx r = 0; r < s.batch; ++r) g += dz(r, j);
+        REQUIRE(close(l.bias_grad()(j), g, 1e-5, 1e-5));
+      }
+      for (idx r = 0; r < s.batch; ++r) {
+        for (idx k = 0; k < s.in; ++k) {
+          long double g = 0;
+          for (idx j = 0; j < s.units; ++j) g += dz(r, j) * w(k, j);
+          REQUIRE(close(dx(r, k), g, 1e-5, 1e-5));
+        }
+      }
+    }
+  }
+  set_thread_count(before);
+}

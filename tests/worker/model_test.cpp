@@ -95,6 +95,10 @@ TEST_CASE("whole-model gradients agree with central differences", "[unit]") {
        {{4, activation::tanh}, {3, activation::softmax}},
        loss_kind::categorical_crossentropy},
       {"sigmoid-linear mse", {{4, activation::sigmoid}, {2, activation::linear}}, loss_kind::mse},
+      // A hidden softmax: its derivative needs whole rows, the one non-elementwise lower layer.
+      {"relu-softmax-linear mse",
+       {{5, activation::relu}, {4, activation::softmax}, {2, activation::linear}},
+       loss_kind::mse},
   };
   for (const auto& n : nets) {
     CAPTURE(n.name);
@@ -211,4 +215,68 @@ TEST_CASE("same seed, same steps: bit-identical parameters at 2 threads", "[unit
   REQUIRE(a.first.size() == b.first.size());
   CHECK(std::memcmp(a.first.data(), b.first.data(), a.first.size() * sizeof(float)) == 0);
   set_thread_count(before);
+}
+
+TEST_CASE("fused train_step(x, y, opt) equals train_step then step(), bit for bit", "[unit]") {
+  const int before = thread_count();
+  row_matrix<float> x, y;
+  rowsum_data(200, 100, 81, x, y);
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    set_thread_count(threads);
+    for (const auto kind : {protocol::optimizer_kind::adam, protocol::optimizer_kind::sgd}) {
+      protocol::optimizer_spec spec;
+      spec.kind = kind;
+      spec.momentum = 0.9;
+      auto run = [&](bool fused) {
+        auto m = model<float>::create(spec_of({{150, activation::relu},
+                                               {70, activation::tanh},
+                                               {1, activation::sigmoid}}),
+                                      100, loss_kind::binary_crossentropy, 32)
+                     .value();
+        m.init_glorot(82);
+        auto opt = make_optimizer(spec, m.parameters()).value();
+        std::vector<double> losses;
+        for (idx r0 = 0; r0 < 200; r0 += 32) {
+          const idx n = std::min<idx>(32, 200 - r0);
+          const_matrix_map<float> xb(x.data() + r0 * 100, n, 100), yb(y.data() + r0, n, 1);
+          if (fused) {
+            losses.push_back(m.train_step(xb, yb, *opt));
+          } else {
+            losses.push_back(m.train_step(xb, yb));
+            opt->step();
+          }
+        }
+        std::vector<float> flat;
+        for (auto& p : m.parameters()) flat.insert(flat.end(), p.value.begin(), p.value.end());
+        for (auto& s : opt->state()) flat.insert(flat.end(), s.value.begin(), s.value.end());
+        return std::make_tuple(flat, losses, opt->iterations());
+      };
+      const auto split = run(false);
+      const auto fused = run(true);
+      CHECK(std::get<1>(split) == std::get<1>(fused));
+      CHECK(std::get<2>(split) == std::get<2>(fused));
+      REQUIRE(std::get<0>(split).size() == std::get<0>(fused).size());
+      CHECK(std::memcmp(std::get<0>(split).data(), std::get<0>(fused).data(),
+                        std::get<0>(split).size() * sizeof(float)) == 0);
+    }
+  }
+  set_thread_count(before);
+}
+
+TEST_CASE("fused train_step with a foreign optimizer falls back to the plain step", "[unit]") {
+  row_matrix<float> x, y;
+  rowsum_data(8, 4, 91, x, y);
+  const auto spec = spec_of({{3, activation::relu}, {1, activation::sigmoid}});
+  auto a = model<float>::create(spec, 4, loss_kind::binary_crossentropy, 8).value();
+  auto b = model<float>::create(spec, 4, loss_kind::binary_crossentropy, 8).value();
+  a.init_glorot(92);
+  b.init_glorot(92);
+  auto opt_b = make_optimizer({}, b.parameters()).value();
+  const auto before = b.parameters()[0].value[0];
+  // opt_b is bound to b, not a: a's step must still count as one update of opt_b's own tensors
+  // (b's gradients are zero before any train_step, so b's weights stay put).
+  a.train_step(cview(x), cview(y), *opt_b);
+  CHECK(opt_b->iterations() == 1);
+  CHECK(b.parameters()[0].value[0] == before);  // b's gradients were still zero
 }

@@ -43,3 +43,34 @@ TEST_CASE("parallel_for visits every index exactly once", "[unit]") {
   }
   set_thread_count(before);
 }
+
+TEST_CASE("team parts in SIMD grains tile the range", "[unit]") {
+  for (std::int64_t n : {0, 1, 15, 16, 17, 2000}) {
+    for (int size : {1, 2, 3}) {
+      std::int64_t next = 0;
+      for (int id = 0; id < size; ++id) {
+        const auto r = team{id, size}.part(n, 16);
+        CHECK(r.begin == next);
+        CHECK(r.end >= r.begin);
+        if (id + 1 < size) CHECK(r.end % 16 == 0);
+        next = r.end;
+      }
+      CHECK(next == n);
+    }
+  }
+}
+
+#if defined(__SSE__)
+TEST_CASE("set_thread_count flushes denormals on every team thread", "[unit]") {
+  const int before = thread_count();
+  set_thread_count(2);
+  // 1e-20^2 = 1e-40 is denormal in float: flushed to 0 it stays 0 after * 1e10, else 1e-30.
+  volatile float tiny = 1e-20f;  // volatile: computed at run time, under MXCSR
+  std::vector<float> got(2, -1.0f);
+#pragma omp parallel num_threads(2)
+  got[static_cast<std::size_t>(omp_get_thread_num())] = tiny * tiny * 1e10f;
+  CHECK(got[0] == 0.0f);
+  CHECK(got[1] == 0.0f);
+  set_thread_count(before);
+}
+#endif
