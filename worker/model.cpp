@@ -99,6 +99,7 @@ double model<S>::step(const_matrix_map<S> x, const_matrix_map<S> y, const gradie
     }
     auto& top = layers_.back();
     if (t.id == 0) {
+      last_hits_ = loss_.accuracy(top.output(), y);
       loss = loss_.forward_backward(top.output(), y, top.output_grad());
       top.prepare_output_grad(loss_.takes_logits());
     }

@@ -48,6 +48,10 @@ class model {
   double train_step(const_matrix_map<S> x, const_matrix_map<S> y,
                     optimizer& opt) requires std::same_as<S, float>;
 
+  // Keras's training accuracy of the last train_step: its predictions, made with the weights from
+  // before the update, against its targets. Free: counted from the forward pass's outputs.
+  accuracy_count last_step_accuracy() const { return last_hits_; }
+
   // Loss and accuracy over any number of rows, in max_batch chunks through the same buffers.
   evaluation evaluate(const_matrix_map<S> x, const_matrix_map<S> y);
 
@@ -78,6 +82,7 @@ class model {
 
   idx inputs_;
   std::vector<dense_layer<S>> layers_;
+  accuracy_count last_hits_{};
   loss_function<S> loss_;
 };
 

@@ -272,15 +272,17 @@ step_outcome trainer::run_step() {
   }
   const const_matrix_map<float> xm(xb_.data(), rows, xb_.cols());
   const const_matrix_map<float> ym(yb_.data(), rows, yb_.cols());
-  // Keras reports the accuracy of the predictions the step trained on (weights before the
-  // update); train_step returns only the loss, so one forward pass measures it first.
-  const evaluation before = model_->evaluate(xm, ym);
-  const double loss = model_->train_step(xm, ym);
-  opt_->step();
+  // The fused step: gradients go into the optimizer while in cache (bit for bit the same as
+  // train_step + step). Keras reports the accuracy of the predictions the step trained on, i.e.
+  // with the weights before the update, which the forward pass counted.
+  const double loss = model_->train_step(xm, ym, *opt_);
+  const accuracy_count hits = model_->last_step_accuracy();
+  const double accuracy =
+      hits.total > 0 ? static_cast<double>(hits.correct) / static_cast<double>(hits.total) : 0.0;
 
   const auto r = static_cast<double>(rows);
   loss_sum_ += loss * r;
-  accuracy_sum_ += before.accuracy * r;
+  accuracy_sum_ += accuracy * r;
   samples_ += rows;
 
   step_outcome out;
