@@ -413,8 +413,17 @@ result<std::uint64_t> tree_rss_bytes(std::int64_t pid) {
 }
 
 result<int> kill_descendants(std::int64_t pid) {
-  return stop_then_kill(
-      [pid](const std::vector<procfs::proc_entry>& t) { return procfs::descendants_of(t, pid); });
+  return stop_then_kill([pid](const std::vector<procfs::proc_entry>& t) {
+    // Zombies are already dead: signalling one does nothing, and counting it would report a
+    // kill that never happened. Their children (if any) are still found through the tree.
+    std::unordered_set<std::int64_t> zombies;
+    for (const auto& e : t) {
+      if (e.state == 'Z') zombies.insert(e.pid);
+    }
+    auto all = procfs::descendants_of(t, pid);
+    std::erase_if(all, [&](std::int64_t p) { return zombies.count(p) > 0; });
+    return all;
+  });
 }
 
 result<int> kill_orphans() {

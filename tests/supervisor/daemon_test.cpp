@@ -43,7 +43,7 @@ json job_doc(const std::string& name, int epochs, int shard_epochs = 1) {
         {"batch_size", 64},
         {"epochs", epochs}}},
       {"shard", {{"epochs", shard_epochs}}},
-      {"memory", {{"poll_ms", 50}}},
+      {"memory", {{"poll_ms", 10}}},
       {"worker",
        {{"command",
          {python(), std::string(BATON_SOURCE_DIR) + "/configs/examples/python-worker/train.py"}}}}};
