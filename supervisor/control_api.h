@@ -1,7 +1,7 @@
 // The supervisor's control API as pure values: an HTTP request (already read off the socket by
 // control_session) is routed and validated into one typed api_call, which the daemon's
 // api_handler turns into an api_response. No I/O here, so every route and every error is unit
-// tested without a socket. The wire contract is documented in supervisor/API.md.
+// tested without a socket. The wire contract is documented in protocol/README.md (Control API).
 #pragma once
 
 #include <boost/system/result.hpp>

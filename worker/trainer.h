@@ -69,7 +69,7 @@ class trainer {
   // `what` names the checkpoint in messages.
   status restore(const protocol::checkpoint& c, std::string_view what);
 
-  // The state at the current step boundary as a checkpoint (tensor names in README-wire.md).
+  // The state at the current step boundary as a checkpoint (tensor names in protocol/README.md).
   protocol::checkpoint snapshot();
 
   // Runs the next step; requires !finished().

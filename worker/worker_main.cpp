@@ -230,7 +230,7 @@ std::optional<std::string> process_env(const char* name) {
 result<command_line> parse_command_line(int argc, const char* const* argv,
                                         const env_lookup& lookup) {
   CLI::App app(
-      "baton-worker: trains one shard of a baton job and exits (see protocol/README-wire.md)",
+      "baton-worker: trains one shard of a baton job and exits (see protocol/README.md)",
       "baton-worker");
   worker_options o;
   int threads = -1;

@@ -14,7 +14,7 @@
 
 namespace baton::worker {
 
-// The contract with the supervisor (protocol/README-wire.md).
+// The contract with the supervisor (protocol/README.md).
 enum exit_code : int {
   exit_done = 0,           // shard or job done, checkpoint written
   exit_runtime_error = 1,  // after an `error` message
