@@ -1,7 +1,5 @@
 #include "protocol/checkpoint.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -9,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "protocol/digest.h"
 #include "protocol/json_guard.h"
 
 namespace baton::protocol {
@@ -82,16 +81,12 @@ std::string hex16(std::uint64_t v) {
 
 // xxh64 of `bytes` as if the 16 characters at `hex_pos` were all '0'.
 std::uint64_t digest_with_hole(std::string_view bytes, std::size_t hex_pos) {
-  static constexpr char zeros[digest_hex_len + 1] = "0000000000000000";
-  XXH64_state_t* st = XXH64_createState();
-  XXH64_reset(st, 0);
-  XXH64_update(st, bytes.data(), hex_pos);
-  XXH64_update(st, zeros, digest_hex_len);
-  XXH64_update(st, bytes.data() + hex_pos + digest_hex_len,
-               bytes.size() - hex_pos - digest_hex_len);
-  const std::uint64_t h = XXH64_digest(st);
-  XXH64_freeState(st);
-  return h;
+  static const std::string zeros(digest_hex_len, '0');
+  xxh64_stream h;
+  h.update(bytes.substr(0, hex_pos));
+  h.update(zeros);
+  h.update(bytes.substr(hex_pos + digest_hex_len));
+  return h.digest();
 }
 
 std::uint64_t read_le64(std::string_view b) {

@@ -14,4 +14,20 @@ std::uint64_t xxh64(std::string_view data, std::uint64_t seed = 0);
 // "xxh64:" followed by 16 lowercase hex digits.
 std::string xxh64_digest(std::string_view data);
 
+// xxh64 over data given in pieces, so a large file can be hashed with a part replaced without
+// copying it (the checkpoint digest hashes the file with its own digest field zeroed).
+class xxh64_stream {
+ public:
+  explicit xxh64_stream(std::uint64_t seed = 0);
+  ~xxh64_stream();
+  xxh64_stream(const xxh64_stream&) = delete;
+  xxh64_stream& operator=(const xxh64_stream&) = delete;
+  void update(std::string_view data);
+  std::uint64_t digest() const;
+
+ private:
+  struct state;
+  state* state_;
+};
+
 }  // namespace baton
