@@ -1,7 +1,6 @@
 #include "worker/worker_main.h"
 
 #include <CLI/CLI.hpp>
-#include <boost/process/v2/pid.hpp>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -16,6 +15,7 @@
 
 #include "os/env.h"
 #include "os/stop_signal.h"
+#include "os/system.h"
 #include "protocol/checkpoint_store.h"
 #include "protocol/job_spec.h"
 #include "protocol/messages.h"
@@ -293,7 +293,7 @@ int run_worker(int argc, char** argv) {
     // Before hello, so a SIGTERM that races start-up still ends in a clean stop.
     os::install_stop_handlers();
     send(protocol::hello_msg{protocol::protocol_version,
-                             static_cast<std::int64_t>(boost::process::v2::current_pid()),
+                             os::current_pid(),
                              "baton-worker " + std::string(version())});
     if (!cl) return fail(exit_bad_config, cl.error().message);
     start_stdin_reader();

@@ -1,0 +1,23 @@
+// Windows has no uids or SO_PEERCRED. The control API on Windows must use a transport with its
+// own access control (a named pipe with a security descriptor); until that exists, every call
+// here says so instead of pretending to check anything.
+#include "os/peer_credentials.h"
+
+namespace baton::os {
+
+result<peer_credentials> get_peer_credentials(native_socket_handle) {
+  return make_error("peer credentials: not supported on Windows (use the named-pipe transport)");
+}
+
+// No uid on Windows; 0 only labels the daemon's own identity in status output.
+std::uint32_t current_uid() { return 0; }
+
+result<std::uint32_t> find_group(const std::string& name) {
+  return make_error("group \"" + name + "\": Unix groups do not exist on Windows");
+}
+
+status set_file_group(const std::filesystem::path& path, std::uint32_t) {
+  return make_error("set group of " + path.string() + ": not supported on Windows");
+}
+
+}  // namespace baton::os

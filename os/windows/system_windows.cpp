@@ -1,0 +1,37 @@
+#include <cstdlib>
+
+#include "os/system.h"
+#include "os/windows/win_util.h"
+
+namespace baton::os {
+
+std::filesystem::path executable_path() {
+  std::wstring buf(32768, L'\0');
+  const DWORD n = ::GetModuleFileNameW(nullptr, buf.data(), static_cast<DWORD>(buf.size()));
+  if (n == 0 || n >= buf.size()) return {};
+  buf.resize(n);
+  return std::filesystem::path(buf);
+}
+
+bool stdout_is_terminal() {
+  DWORD mode = 0;
+  return ::GetConsoleMode(::GetStdHandle(STD_OUTPUT_HANDLE), &mode) != 0;
+}
+
+std::int64_t current_pid() { return static_cast<std::int64_t>(::GetCurrentProcessId()); }
+
+std::optional<std::string> get_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+std::filesystem::path default_state_dir() {
+  if (auto d = get_env("BATON_STATE_DIR"); d && !d->empty()) return *d;
+  if (auto d = get_env("LOCALAPPDATA"); d && !d->empty()) {
+    return std::filesystem::path(*d) / "baton";
+  }
+  return std::filesystem::temp_directory_path() / "baton-state";
+}
+
+}  // namespace baton::os
