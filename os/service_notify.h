@@ -1,6 +1,6 @@
 // Tells the service manager how the daemon is doing: systemd's notify protocol on Linux
-// (READY=1, STATUS=, WATCHDOG=1, STOPPING=1, EXTEND_TIMEOUT_USEC=), nothing elsewhere (the
-// Windows service reports through SetServiceStatus instead). Every call is cheap and a no-op
+// (READY=1, STATUS=, WATCHDOG=1, RELOADING=1, STOPPING=1, EXTEND_TIMEOUT_USEC=), nothing elsewhere
+// (the Windows service reports through SetServiceStatus instead). Every call is cheap and a no-op
 // when the daemon was not started by a service manager (NOTIFY_SOCKET unset).
 #pragma once
 
@@ -20,6 +20,8 @@ status notify_ready(const std::string& status_text);
 status notify_status(const std::string& status_text);
 status notify_watchdog();
 status notify_stopping(const std::string& status_text);
+// RELOADING=1 with MONOTONIC_USEC= (which Type=notify-reload requires); READY=1 ends the reload.
+status notify_reloading(const std::string& status_text);
 status notify_extend_timeout(std::chrono::microseconds more);
 
 // The watchdog period the manager expects (WatchdogSec=), if it asked for one.

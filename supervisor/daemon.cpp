@@ -5,6 +5,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <deque>
 #include <fstream>
 #include <iostream>
@@ -179,6 +180,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   bool stopping = false;
   bool finished = false;
   std::string last_status;
+  std::string newest_progress_id;  // the running job that last reported anything
   std::int64_t started_ms;
 
   void log(log_level level, const std::string& message) {
@@ -264,6 +266,16 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     std::string text =
         std::to_string(running) + " running, " + std::to_string(queue.size()) + " queued";
     if (stopping) text = "stopping: " + text;
+    if (const auto it = jobs.find(newest_progress_id); it != jobs.end() && it->second.runner) {
+      const auto& l = it->second.runner->live();
+      if (l.step > 0) {
+        char loss[32];
+        std::snprintf(loss, sizeof loss, "%.4g", l.loss);
+        text += "; " + newest_progress_id + " step " + std::to_string(l.step) +
+                (l.total_steps > 0 ? "/" + std::to_string(l.total_steps) : std::string()) +
+                " loss " + loss;
+      }
+    }
     if (text == last_status) return;
     last_status = text;
     if (options.hooks.on_status) options.hooks.on_status(text);
@@ -294,8 +306,11 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     ro.on_event = [weak, id](const std::string& message) {
       if (auto self = weak.lock()) self->log(log_level::debug, "job " + id + ": " + message);
     };
-    ro.on_change = [weak] {
-      if (auto self = weak.lock()) self->publish_status();
+    ro.on_change = [weak, id] {
+      auto self = weak.lock();
+      if (!self) return;
+      self->newest_progress_id = id;
+      self->publish_status();
     };
     log(log_level::info,
         "job " + id + ": starting" +
@@ -638,6 +653,13 @@ std::vector<std::string> daemon::queued_ids() const {
   return {impl_->queue.begin(), impl_->queue.end()};
 }
 bool daemon::stopping() const { return impl_->stopping; }
+std::chrono::milliseconds daemon::longest_stop_grace() const {
+  std::int64_t longest = 0;
+  for (const auto& [id, j] : impl_->jobs) {
+    if (j.runner && j.spec) longest = std::max(longest, j.spec->worker.stop_grace_ms);
+  }
+  return std::chrono::milliseconds(longest);
+}
 const daemon_settings& daemon::settings() const { return impl_->options.settings; }
 
 }  // namespace baton::supervisor

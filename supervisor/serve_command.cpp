@@ -2,12 +2,15 @@
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 
 #include "os/env.h"
 #include "os/peer_credentials.h"
 #include "os/process.h"
+#include "os/service_notify.h"
 #include "os/system.h"
 #include "supervisor/control_server.h"
 #include "supervisor/daemon.h"
@@ -19,6 +22,133 @@ namespace fs = std::filesystem;
 using namespace baton::supervisor;
 
 namespace {
+
+namespace asio = boost::asio;
+using std::chrono::steady_clock;
+
+// Speaks systemd's notify protocol for the daemon. READY=1 waits for a listening socket and
+// recovered jobs; STATUS= goes out at most once a second (progress changes every step); the
+// watchdog is fed from a timer on the daemon's own event loop, so a stuck loop starves it and
+// systemd restarts us; during a graceful shutdown EXTEND_TIMEOUT_USEC= keeps TimeoutStopSec=
+// from cutting off workers that are still writing their checkpoints.
+class service_notifier {
+ public:
+  static constexpr auto status_period = std::chrono::seconds(1);
+  static constexpr auto extend_period = std::chrono::seconds(5);
+  // Beyond the workers' grace: after it the daemon still kills them and saves their records.
+  static constexpr auto extend_margin = std::chrono::seconds(15);
+
+  service_notifier(asio::io_context& io, std::function<void(const std::string&)> warn)
+      : status_timer_(io), watchdog_timer_(io), extend_timer_(io), warn_(std::move(warn)) {}
+
+  // Sets the hooks before the daemon exists (it copies its options); the daemon is named after.
+  void attach(supervisor::daemon_hooks& h) {
+    h.on_ready = [this] { ready(); };
+    h.on_status = [this](const std::string& text) { status(text); };
+    h.on_reloading = [this] { check("RELOADING=1", os::notify_reloading("reloading settings")); };
+    h.on_reloaded = [this] { check("READY=1", os::notify_ready(latest_)); };
+    h.on_stopping = [this] { stopping(); };
+  }
+
+  // Armed before start(), but the first WATCHDOG=1 goes out from io.run(), after READY=1:
+  // start() (socket and recovery) runs before the loop does.
+  void start_watchdog() {
+    const auto interval = os::watchdog_interval();
+    if (!interval) return;
+    watchdog_period_ =
+        std::max<steady_clock::duration>(*interval / 2, std::chrono::milliseconds(1));
+    feed_watchdog();
+  }
+
+  void watch(const supervisor::daemon& d) { daemon_ = &d; }
+
+  void stop() {
+    status_timer_.cancel();
+    watchdog_timer_.cancel();
+    extend_timer_.cancel();
+  }
+
+ private:
+  void check(const char* what, const status& s) {
+    // Only while a manager listens can a send fail; say so once rather than every second.
+    if (!s && !warned_) {
+      warned_ = true;
+      warn_(std::string("cannot notify the service manager (") + what + "): " + s.error().message);
+    }
+  }
+
+  void ready() {
+    ready_ = true;
+    check("READY=1", os::notify_ready(latest_));
+    sent_ = latest_;
+    last_sent_ = steady_clock::now();
+  }
+
+  void status(const std::string& text) {
+    latest_ = text;
+    // Before READY=1 the text rides on the READY message itself.
+    if (!ready_ || pending_) return;
+    const auto next = last_sent_ + status_period;
+    if (steady_clock::now() >= next) {
+      send_status();
+      return;
+    }
+    pending_ = true;
+    status_timer_.expires_at(next);
+    status_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      pending_ = false;
+      send_status();
+    });
+  }
+
+  void send_status() {
+    if (latest_ == sent_) return;
+    check("STATUS=", os::notify_status(latest_));
+    sent_ = latest_;
+    last_sent_ = steady_clock::now();
+  }
+
+  void feed_watchdog() {
+    watchdog_timer_.expires_after(watchdog_period_);
+    watchdog_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      check("WATCHDOG=1", os::notify_watchdog());
+      feed_watchdog();
+    });
+  }
+
+  void stopping() {
+    // The daemon's own "stopping: ..." line follows, rate-limited like any status.
+    check("STOPPING=1", os::notify_stopping("stopping: " + latest_));
+    stopping_since_ = steady_clock::now();
+    extend();
+  }
+
+  void extend() {
+    if (daemon_ == nullptr || daemon_->running_count() == 0) return;
+    const auto elapsed = steady_clock::now() - stopping_since_;
+    const auto remaining = std::max<steady_clock::duration>(daemon_->longest_stop_grace() - elapsed,
+                                                            steady_clock::duration::zero());
+    // At least two periods, so one late timer never lets the timeout run out.
+    const auto more =
+        std::max<steady_clock::duration>(remaining, 2 * extend_period) + extend_margin;
+    check("EXTEND_TIMEOUT_USEC=",
+          os::notify_extend_timeout(std::chrono::ceil<std::chrono::milliseconds>(more)));
+    extend_timer_.expires_after(extend_period);
+    extend_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) extend();
+    });
+  }
+
+  asio::steady_timer status_timer_, watchdog_timer_, extend_timer_;
+  std::function<void(const std::string&)> warn_;
+  const supervisor::daemon* daemon_ = nullptr;
+  bool ready_ = false, pending_ = false, warned_ = false;
+  std::string latest_ = "starting", sent_;
+  steady_clock::time_point last_sent_{}, stopping_since_{};
+  steady_clock::duration watchdog_period_{};
+};
 
 struct serve_options {
   std::string settings_file;
@@ -43,8 +173,12 @@ int serve(const serve_options& o, cli_context& ctx) {
   d.reload_settings = [&e, o] { return resolve_daemon_settings(e, o.settings_file, o.flags); };
   int exit_code = exit_ok;
   boost::asio::io_context io;
+  service_notifier notifier(io, [&ctx](const std::string& message) {
+    ctx.err << "baton: warning: " << message << std::endl;
+  });
   d.hooks.on_stopped = [&](int code) {
     exit_code = code;
+    notifier.stop();
     io.stop();
   };
   d.hooks.log = [&ctx](log_level level, const std::string& message) {
@@ -53,7 +187,10 @@ int serve(const serve_options& o, cli_context& ctx) {
   // Flushed before any worker is spawned: a failed exec in a child would flush it twice.
   ctx.out.flush();
   ctx.err.flush();
+  notifier.attach(d.hooks);
   supervisor::daemon daemon(io, e, std::move(d));
+  notifier.watch(daemon);
+  notifier.start_watchdog();
   ctx.err << "baton: info: settings " << to_json(*settings).dump() << std::endl;
   if (auto s = daemon.start(); !s) {
     ctx.err << "baton serve: " << s.error().message << "\n";

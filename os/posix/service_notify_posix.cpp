@@ -1,7 +1,9 @@
 #include <systemd/sd-daemon.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "os/service_notify.h"
 
@@ -44,6 +46,15 @@ status notify_watchdog() { return send("WATCHDOG=1"); }
 
 status notify_stopping(const std::string& status_text) {
   return send("STOPPING=1\nSTATUS=" + one_line(status_text));
+}
+
+status notify_reloading(const std::string& status_text) {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const auto usec = static_cast<std::uint64_t>(now.tv_sec) * 1000000u +
+                    static_cast<std::uint64_t>(now.tv_nsec) / 1000u;
+  return send("RELOADING=1\nMONOTONIC_USEC=" + std::to_string(usec) +
+              "\nSTATUS=" + one_line(status_text));
 }
 
 status notify_extend_timeout(std::chrono::microseconds more) {

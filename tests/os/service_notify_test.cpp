@@ -34,3 +34,26 @@ TEST_CASE("notify messages reach a NOTIFY_SOCKET listener in order", "[unit][not
   CHECK(baton::os::notify_status("nobody listens"));  // a no-op, not an error
   fs::remove(path);
 }
+
+TEST_CASE("RELOADING=1 carries the monotonic time Type=notify-reload asks for", "[unit][notify]") {
+  const auto path = fs::temp_directory_path() / "baton-notify-reload-test.sock";
+  fs::remove(path);
+  boost::asio::io_context io;
+  datagram_protocol::socket sock(io, datagram_protocol::endpoint(path.string()));
+  ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  const auto before = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  REQUIRE(baton::os::notify_reloading("reloading settings"));
+  char buf[4096];
+  const std::string got(buf, sock.receive(boost::asio::buffer(buf)));
+  ::unsetenv("NOTIFY_SOCKET");
+  fs::remove(path);
+  const std::string head = "RELOADING=1\nMONOTONIC_USEC=";
+  REQUIRE(got.rfind(head, 0) == 0);
+  const auto nl = got.find('\n', head.size());
+  REQUIRE(nl != std::string::npos);
+  // steady_clock is CLOCK_MONOTONIC on Linux: the stamp is not before the test's own reading.
+  CHECK(std::stoll(got.substr(head.size(), nl - head.size())) >= before);
+  CHECK(got.substr(nl) == "\nSTATUS=reloading settings");
+}
