@@ -9,8 +9,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/baton.service
 # Absolute: /etc whatever the prefix, which is where the unit's ExecStart looks.
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/settings.json DESTINATION /etc/baton)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/supervisor/DAEMON.md
-              ${PROJECT_SOURCE_DIR}/supervisor/API.md
         DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/baton)
+install(FILES ${PROJECT_SOURCE_DIR}/protocol/README.md
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/baton RENAME protocol.md)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/README.md
         DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/baton RENAME deploy.md)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/examples/
