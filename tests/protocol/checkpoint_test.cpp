@@ -1,7 +1,5 @@
 #include "protocol/checkpoint.h"
 
-#include <xxhash.h>
-
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -9,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+
+#include "protocol/digest.h"
 
 using namespace baton::protocol;
 
@@ -77,8 +77,7 @@ std::string craft(const std::string& metadata_fields, const std::string& tensors
   std::string file = le64(header.size()) + header + data;
   const auto pos = file.find("0000000000000000");
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH64(file.data(), file.size(), 0)));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(baton::xxh64(file)));
   file.replace(pos, 16, hex);
   return file;
 }
@@ -134,8 +133,7 @@ TEST_CASE("checkpoint digest is xxh64 over the file with its own digits zeroed",
   REQUIRE(pos != std::string::npos);
   zeroed.replace(pos + 6, 16, std::string(16, '0'));
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH64(zeroed.data(), zeroed.size(), 0)));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(baton::xxh64(zeroed)));
   CHECK(dig->substr(6) == hex);
   auto d = decode_checkpoint(*bytes, "mem");
   REQUIRE(d);
