@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     } else if (fs::is_regular_file(arg, ec)) {
       inputs.push_back(arg);
     } else {
-      std::fprintf(stderr, "replay: %s: no such file or folder\n", arg.c_str());
+      std::fprintf(stderr, "replay: %s: no such file or folder\n", arg.string().c_str());
       return 1;
     }
   }
@@ -49,12 +49,12 @@ int main(int argc, char** argv) {
   for (const auto& p : inputs) {
     std::ifstream in(p, std::ios::binary);
     if (!in) {
-      std::fprintf(stderr, "replay: cannot read %s\n", p.c_str());
+      std::fprintf(stderr, "replay: cannot read %s\n", p.string().c_str());
       return 1;
     }
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // Printed first so a crash names its input.
-    std::fprintf(stderr, "replay: %s (%zu bytes)\n", p.c_str(), bytes.size());
+    std::fprintf(stderr, "replay: %s (%zu bytes)\n", p.string().c_str(), bytes.size());
     std::vector<std::uint8_t> copy(bytes.begin(), bytes.end());  // exact size: ASan sees overreads
     LLVMFuzzerTestOneInput(copy.data(), copy.size());
   }
