@@ -73,15 +73,23 @@ result<std::vector<std::filesystem::path>> checkpoint_store::list() const {
 }
 
 result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {
+  return save(view_of(c));
+}
+
+result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
   const std::int64_t step = c.step();
-  auto bytes = encode_checkpoint(c);
-  if (!bytes) return with_context("checkpoint for step " + std::to_string(step), bytes.error());
+  // Validate before touching the folder, so a bad checkpoint leaves no temp file behind.
+  if (auto ok = write_checkpoint(c, [](std::string_view) -> status { return {}; }); !ok) {
+    return with_context("checkpoint for step " + std::to_string(step), ok.error());
+  }
   if (auto s = env_.create_dirs(dir_); !s) return s.error();
   const auto path = path_for_step(step);
 
   status written;
   try {
-    written = write_file_atomic(env_, path, *bytes);
+    written = write_file_atomic(env_, path, [&](writable_file& f) {
+      return write_checkpoint(c, [&](std::string_view piece) { return f.append(piece); });
+    });
   } catch (const std::exception& ex) {
     // write_file_atomic cleans up after failures it returns, not after a throwing env (a test
     // env, or bad_alloc); remove the temp file it left so nothing half-written stays behind.
@@ -123,6 +131,14 @@ result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {
     }
   }
   return path;
+}
+
+result<std::string> checkpoint_store::verify(const std::filesystem::path& path) const {
+  auto file = env_.new_readable_file(path);
+  if (!file) return file.error();
+  return checkpoint_digest_streamed([&](std::uint64_t offset, std::size_t n,
+                                        std::string& out) { return (*file)->read(offset, n, out); },
+                                    (*file)->size(), path.string());
 }
 
 result<std::optional<loaded_checkpoint>> checkpoint_store::load_newest() const {

@@ -33,6 +33,13 @@ class checkpoint_store {
   // already saved is touched. Returns the path written. An error that starts "saved <path> but"
   // means the new checkpoint is durable and only pruning failed.
   result<std::filesystem::path> save(const checkpoint& c);
+  // The same for a checkpoint whose tensors are views: their bytes go straight from the viewed
+  // memory to the file, so saving needs no memory beyond the header.
+  result<std::filesystem::path> save(const checkpoint_view& c);
+
+  // Reads `path` back in bounded chunks and verifies it as decode_checkpoint would; returns its
+  // digest string ("xxh64:..."). Memory use is the header plus one chunk, whatever the file size.
+  result<std::string> verify(const std::filesystem::path& path) const;
 
   // Newest checkpoint that verifies; nullopt (not an error) when there is none at all. An error
   // when files exist but none verifies, listing each file's reason.
