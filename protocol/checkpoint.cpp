@@ -452,6 +452,13 @@ std::int64_t checkpoint_view::step() const {
   return v;
 }
 
+const tensor_view* checkpoint_view::find(std::string_view name) const {
+  for (const auto& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
 checkpoint_view view_of(const checkpoint& c) {
   checkpoint_view v;
   v.metadata = c.metadata;
@@ -556,6 +563,19 @@ result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view wh
   auto p = parse_file(bytes, what);
   if (!p) return p.error();
   return materialise(*p, bytes);
+}
+
+result<checkpoint_view> decode_checkpoint_view(std::string_view bytes, std::string_view what) {
+  auto p = parse_file(bytes, what);
+  if (!p) return p.error();
+  checkpoint_view c;
+  c.metadata = std::move(p->metadata);
+  c.tensors.reserve(p->entries.size());
+  for (auto& e : p->entries) {
+    c.tensors.push_back({std::move(e.name), e.type, std::move(e.shape),
+                         bytes.substr(p->data_start + e.begin, e.end - e.begin)});
+  }
+  return c;
 }
 
 result<std::string> checkpoint_digest(std::string_view bytes) {

@@ -65,6 +65,7 @@ struct checkpoint_view {
   std::map<std::string, std::string> metadata;
   std::vector<tensor_view> tensors;  // written in this order
 
+  const tensor_view* find(std::string_view name) const;
   std::int64_t step() const;  // as checkpoint::step()
 };
 
@@ -92,6 +93,10 @@ result<checkpoint> decode_safetensors(std::string_view bytes, std::string_view w
 // everything: sizes, offsets, dtypes, shapes, digest, version, required metadata. `what` names the
 // source (a file path) in error messages, with byte offsets.
 result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view what);
+
+// decode_checkpoint without copying the tensors: the views point into `bytes`, which must outlive
+// them. For resuming, where the tensors are copied into the model anyway.
+result<checkpoint_view> decode_checkpoint_view(std::string_view bytes, std::string_view what);
 
 // The digest string stored in a file's metadata ("xxh64:..."), for protocol messages.
 result<std::string> checkpoint_digest(std::string_view bytes);

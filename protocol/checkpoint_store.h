@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,14 @@ struct loaded_checkpoint {
   std::filesystem::path path;
   checkpoint data;
   std::vector<std::string> rejected;  // "<path>: <reason>" for each newer file that failed
+};
+
+// As loaded_checkpoint, with the tensors viewing the file's bytes instead of copies of them.
+struct loaded_checkpoint_file {
+  std::filesystem::path path;
+  std::unique_ptr<const std::string> bytes;  // the whole file; heap, so moving keeps views valid
+  checkpoint_view data;                      // views into *bytes
+  std::vector<std::string> rejected;
 };
 
 // One writer per folder: save() treats temp files of its own target as its own leftovers.
@@ -44,6 +53,8 @@ class checkpoint_store {
   // Newest checkpoint that verifies; nullopt (not an error) when there is none at all. An error
   // when files exist but none verifies, listing each file's reason.
   result<std::optional<loaded_checkpoint>> load_newest() const;
+  // The same holding the file once: for a resume, which copies the tensors into its model.
+  result<std::optional<loaded_checkpoint_file>> load_newest_file() const;
 
   // Checkpoint file paths, oldest first.
   result<std::vector<std::filesystem::path>> list() const;

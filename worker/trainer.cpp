@@ -42,7 +42,8 @@ protocol::tensor_view make_view(std::string name, dtype type, std::vector<std::i
 }
 
 // Strict decimal metadata value.
-result<std::int64_t> parse_count(const checkpoint& c, const char* key, std::string_view what) {
+result<std::int64_t> parse_count(const protocol::checkpoint_view& c, const char* key,
+                                 std::string_view what) {
   auto it = c.metadata.find(key);
   if (it == c.metadata.end()) {
     return make_error(std::string(what) + ": metadata has no " + in_quotes(key));
@@ -58,9 +59,11 @@ result<std::int64_t> parse_count(const checkpoint& c, const char* key, std::stri
 }
 
 // Checks that `t` exists with this dtype and shape.
-result<const tensor*> expect_tensor(const checkpoint& c, const std::string& name, dtype type,
-                                    const std::vector<std::int64_t>& shape, std::string_view what) {
-  const tensor* t = c.find(name);
+result<const protocol::tensor_view*> expect_tensor(const protocol::checkpoint_view& c,
+                                                   const std::string& name, dtype type,
+                                                   const std::vector<std::int64_t>& shape,
+                                                   std::string_view what) {
+  const protocol::tensor_view* t = c.find(name);
   if (t == nullptr) return make_error(std::string(what) + ": no tensor " + in_quotes(name));
   if (t->type != type || t->shape != shape) {
     return make_error(std::string(what) + ": tensor " + in_quotes(name) + " is " +
@@ -364,6 +367,10 @@ checkpoint trainer::snapshot() {
 }
 
 status trainer::restore(const checkpoint& c, std::string_view what) {
+  return restore(protocol::view_of(c), what);
+}
+
+status trainer::restore(const protocol::checkpoint_view& c, std::string_view what) {
   const std::string w(what);
   const auto fail = [&](const std::string& msg) { return make_error(w + ": " + msg); };
 
@@ -436,7 +443,7 @@ status trainer::restore(const checkpoint& c, std::string_view what) {
   // Tensors: check all before touching anything.
   auto params = model_->parameters();
   auto state = opt_->state();
-  std::vector<std::pair<std::span<float>, const tensor*>> copies;
+  std::vector<std::pair<std::span<float>, const protocol::tensor_view*>> copies;
   for (const auto& p : params) {
     auto t = expect_tensor(c, p.name, dtype::f32, p.shape, what);
     if (!t) return t.error();

@@ -68,6 +68,7 @@ class trainer {
   // and that its sample order is the one this build derives. On failure nothing is changed.
   // `what` names the checkpoint in messages.
   status restore(const protocol::checkpoint& c, std::string_view what);
+  status restore(const protocol::checkpoint_view& c, std::string_view what);
 
   // The state at the current step boundary as a checkpoint (tensor names in protocol/README.md).
   protocol::checkpoint snapshot();

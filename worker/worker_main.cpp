@@ -146,7 +146,9 @@ int run(worker_options opt) {
     return fail(exit_runtime_error, ok.error().message);
   }
   protocol::checkpoint_store store(e, opt.checkpoint_dir, spec->checkpoints.keep);
-  auto loaded = store.load_newest();
+  // Views into the file read once, not a decoded copy of it: resuming then holds the state twice
+  // (file and model) instead of three times.
+  auto loaded = store.load_newest_file();
   if (!loaded) return fail(exit_runtime_error, loaded.error().message);
   std::optional<std::int64_t> resumed_step;
   std::filesystem::path resumed_path;

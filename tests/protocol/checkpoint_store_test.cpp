@@ -376,3 +376,31 @@ TEST_CASE("checkpoint store verify reads the real file system in chunks",
   CHECK(*digest == *checkpoint_digest(*bytes));
   fs::remove_all(d);
 }
+
+TEST_CASE("checkpoint store load_newest_file views the file it read", "[unit][checkpoint_store]") {
+  baton::mem_env mem;
+  checkpoint_store s(mem, dir, 3);
+  REQUIRE(s.save(at_step(4)));
+  REQUIRE(s.save(at_step(8, 5.0f)));
+  auto newest = s.path_for_step(8);
+  auto bytes = mem.read_file(newest);
+  REQUIRE(bytes);
+  std::string bad = *bytes;
+  bad.back() ^= 1;
+  REQUIRE(mem.put(newest, bad));  // falls back to step 4, as load_newest does
+  auto f = s.load_newest_file();
+  REQUIRE(f);
+  REQUIRE(*f);
+  CHECK((*f)->data.step() == 4);
+  CHECK((*f)->rejected.size() == 1);
+  const auto& w = (*f)->data.tensors.at(0);
+  CHECK(w.bytes == at_step(4).tensors[0].bytes);
+  CHECK(w.bytes.data() >= (*f)->bytes->data());
+  CHECK(w.bytes.data() < (*f)->bytes->data() + (*f)->bytes->size());
+  auto owned = s.load_newest();
+  REQUIRE(owned);
+  REQUIRE(*owned);
+  CHECK((*owned)->path == (*f)->path);
+  CHECK((*owned)->data.tensors.at(0).bytes == w.bytes);
+  CHECK((*owned)->rejected == (*f)->rejected);
+}

@@ -533,3 +533,32 @@ TEST_CASE("streamed digest check reports read errors and short files", "[unit][c
   REQUIRE_FALSE(s);
   CHECK_THAT(s.error().message, Catch::Contains("ended"));
 }
+
+TEST_CASE("decode_checkpoint_view views the buffer and matches decode_checkpoint",
+          "[unit][checkpoint]") {
+  auto bytes = encode_checkpoint(sample());
+  REQUIRE(bytes);
+  auto owned = decode_checkpoint(*bytes, "mem");
+  REQUIRE(owned);
+  auto v = decode_checkpoint_view(*bytes, "mem");
+  REQUIRE(v);
+  CHECK(v->metadata == owned->metadata);
+  REQUIRE(v->tensors.size() == owned->tensors.size());
+  for (std::size_t i = 0; i < v->tensors.size(); ++i) {
+    const auto& a = v->tensors[i];
+    const auto& b = owned->tensors[i];
+    CHECK(a.name == b.name);
+    CHECK(a.type == b.type);
+    CHECK(a.shape == b.shape);
+    CHECK(a.bytes == b.bytes);
+    CHECK(a.bytes.data() >= bytes->data());
+    CHECK(a.bytes.data() + a.bytes.size() <= bytes->data() + bytes->size());
+  }
+  CHECK(v->find("rng.state") == &v->tensors[3]);
+  CHECK(v->find("nope") == nullptr);
+  std::string bad = *bytes;
+  bad.back() ^= 1;
+  auto r = decode_checkpoint_view(bad, "bad.safetensors");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("bad.safetensors") && Catch::Contains("digest"));
+}
