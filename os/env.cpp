@@ -17,15 +17,42 @@ std::string temp_suffix() {
   }();
   static std::atomic<std::uint64_t> counter{0};
   char buf[64];
-  std::snprintf(buf, sizeof buf, ".tmp-%016llx-%llu",
-                static_cast<unsigned long long>(process_tag),
+  std::snprintf(buf, sizeof buf, ".tmp-%016llx-%llu", static_cast<unsigned long long>(process_tag),
                 static_cast<unsigned long long>(counter.fetch_add(1)));
   return buf;
 }
 
+class whole_readable_file final : public readable_file {
+ public:
+  explicit whole_readable_file(std::string data) : data_(std::move(data)) {}
+  std::uint64_t size() const override { return data_.size(); }
+  status read(std::uint64_t offset, std::size_t n, std::string& out) override {
+    if (offset >= data_.size()) {
+      out.clear();
+    } else {
+      out.assign(data_, static_cast<std::size_t>(offset), n);
+    }
+    return {};
+  }
+
+ private:
+  std::string data_;
+};
+
 }  // namespace
 
+result<std::unique_ptr<readable_file>> env::new_readable_file(const std::filesystem::path& path) {
+  auto data = read_file(path);
+  if (!data) return data.error();
+  return std::unique_ptr<readable_file>(new whole_readable_file(std::move(*data)));
+}
+
 status write_file_atomic(env& e, const std::filesystem::path& path, std::string_view data) {
+  return write_file_atomic(e, path, [data](writable_file& f) { return f.append(data); });
+}
+
+status write_file_atomic(env& e, const std::filesystem::path& path,
+                         const std::function<status(writable_file&)>& write) {
   const std::filesystem::path tmp = path.string() + temp_suffix();
   const auto fail = [&](const error& err) -> status {
     (void)e.remove_file(tmp);  // best effort: the temp file is garbage either way
@@ -33,7 +60,7 @@ status write_file_atomic(env& e, const std::filesystem::path& path, std::string_
   };
   auto file = e.new_writable_file(tmp);
   if (!file) return fail(file.error());
-  if (auto s = (*file)->append(data); !s) return fail(s.error());
+  if (auto s = write(**file); !s) return fail(s.error());
   if (auto s = (*file)->sync(); !s) return fail(s.error());
   if (auto s = (*file)->close(); !s) return fail(s.error());
   file->reset();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,6 +25,15 @@ class writable_file {
   virtual status close() = 0;
 };
 
+// A file opened for reading at any offset, so a large file can be read a piece at a time.
+class readable_file {
+ public:
+  virtual ~readable_file() = default;
+  virtual std::uint64_t size() const = 0;  // as of opening
+  // Replaces `out` with the `n` bytes at `offset`, fewer only past the end of the file.
+  virtual status read(std::uint64_t offset, std::size_t n, std::string& out) = 0;
+};
+
 class env {
  public:
   virtual ~env() = default;
@@ -32,6 +42,10 @@ class env {
   virtual result<std::unique_ptr<writable_file>> new_writable_file(
       const std::filesystem::path& path) = 0;
   virtual result<std::string> read_file(const std::filesystem::path& path) = 0;
+  // The default reads the whole file up front (fine for envs that keep files in memory anyway);
+  // envs over a real disk override it to read only what is asked for.
+  virtual result<std::unique_ptr<readable_file>> new_readable_file(
+      const std::filesystem::path& path);
   // Atomically replaces `to` with `from` (rename(2); MoveFileExW with REPLACE_EXISTING).
   virtual status rename_file(const std::filesystem::path& from,
                              const std::filesystem::path& to) = 0;
@@ -55,5 +69,11 @@ class env {
 // content, whole: write a temp file in the same folder, sync it, rename it over `path`, sync the
 // folder. On any failure the temp file is removed (best effort) and `path` is untouched.
 status write_file_atomic(env& e, const std::filesystem::path& path, std::string_view data);
+
+// The same, with the content produced by `write`, which appends it to the temp file in as many
+// pieces as it likes (a large file is then never held in memory whole). An error from `write`
+// fails the save like a failed append: the temp file is removed and `path` is untouched.
+status write_file_atomic(env& e, const std::filesystem::path& path,
+                         const std::function<status(writable_file&)>& write);
 
 }  // namespace baton

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -182,25 +183,28 @@ result<entry> parse_entry(const std::string& name, const ojson& v) {
 
 // Everything a safetensors reader must check: length prefix, header JSON, entries, and that the
 // tensors tile the data buffer. __metadata__ is optional here.
-result<parsed> parse_layout(std::string_view bytes, std::string_view what) {
+// `head` is the file's start: all of it, or at least the 8-byte prefix plus the header it
+// announces (less only when the length prefix is out of bounds); `file_size` is its length.
+result<parsed> parse_layout(std::string_view head, std::uint64_t file_size, std::string_view what) {
   const auto fail = [&](const std::string& msg) -> error {
     return make_error(std::string(what) + ": " + msg);
   };
-  if (bytes.size() < 8) {
-    return fail("file is " + std::to_string(bytes.size()) +
+  if (file_size < 8 || head.size() < 8) {
+    return fail("file is " + std::to_string(file_size) +
                 " bytes, shorter than the 8-byte header length");
   }
-  const std::uint64_t n = read_le64(bytes);
+  const std::uint64_t n = read_le64(head);
   if (n > max_header_bytes) {
     return fail("header length " + std::to_string(n) + " at byte 0 exceeds the limit of " +
                 std::to_string(max_header_bytes));
   }
-  if (n > bytes.size() - 8) {
+  if (n > file_size - 8) {
     return fail("header length " + std::to_string(n) +
-                " at byte 0 runs past the end of the file (" + std::to_string(bytes.size()) +
+                " at byte 0 runs past the end of the file (" + std::to_string(file_size) +
                 " bytes)");
   }
-  const std::string_view header = bytes.substr(8, n);
+  if (n > head.size() - 8) return fail("internal error: header not read");
+  const std::string_view header = head.substr(8, n);
   auto doc = detail::parse_json_guarded<ojson>(header, max_header_depth, 8);
   if (!doc) return fail("header: " + doc.error().message);
   if (!doc->is_object()) {
@@ -232,7 +236,7 @@ result<parsed> parse_layout(std::string_view bytes, std::string_view what) {
   std::stable_sort(p.entries.begin(), p.entries.end(), [](const entry& a, const entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  const std::uint64_t data_size = bytes.size() - p.data_start;
+  const std::uint64_t data_size = file_size - p.data_start;
   std::uint64_t at = 0;
   for (const auto& e : p.entries) {
     if (e.begin != at) {
@@ -257,11 +261,15 @@ result<parsed> parse_layout(std::string_view bytes, std::string_view what) {
 
 // baton's own rules on top of the layout: format, version (before the digest, because a future
 // version may define the digest differently), digest over the whole file, and step.
-status verify_baton(const parsed& p, std::string_view bytes, std::string_view what) {
+// Hashes the whole file with the 16 characters at `hex_pos` (inside the header) read as '0'.
+using hole_digest = std::function<result<std::uint64_t>(std::size_t hex_pos)>;
+
+status verify_baton(const parsed& p, std::string_view head, const hole_digest& digest,
+                    std::string_view what) {
   const auto fail = [&](const std::string& msg) -> error {
     return make_error(std::string(what) + ": " + msg);
   };
-  const std::string_view header = bytes.substr(8, p.data_start - 8);
+  const std::string_view header = head.substr(8, p.data_start - 8);
   if (!p.have_metadata) return fail("header has no __metadata__");
 
   // Version first: a future version may compute its digest differently.
@@ -303,7 +311,9 @@ status verify_baton(const parsed& p, std::string_view bytes, std::string_view wh
     return fail("metadata digest value occurs more than once in the header");
   }
   const std::size_t hex_pos = 8 + pos + 1 + std::strlen(digest_prefix);
-  const std::string actual = hex16(digest_with_hole(bytes, hex_pos));
+  auto hashed = digest(hex_pos);
+  if (!hashed) return fail(hashed.error().message);
+  const std::string actual = hex16(*hashed);
   if (actual != dv.substr(6)) {
     return fail("digest mismatch: file says " + std::string(dv) +
                 ", content hashes to xxh64:" + actual + " (corrupt or modified file)");
@@ -320,9 +330,12 @@ status verify_baton(const parsed& p, std::string_view bytes, std::string_view wh
 }
 
 result<parsed> parse_file(std::string_view bytes, std::string_view what) {
-  auto p = parse_layout(bytes, what);
+  auto p = parse_layout(bytes, bytes.size(), what);
   if (!p) return p.error();
-  if (auto ok = verify_baton(*p, bytes, what); !ok) return ok.error();
+  const auto digest = [&](std::size_t hex_pos) -> result<std::uint64_t> {
+    return digest_with_hole(bytes, hex_pos);
+  };
+  if (auto ok = verify_baton(*p, bytes, digest, what); !ok) return ok.error();
   return p;
 }
 
@@ -356,7 +369,11 @@ std::int64_t checkpoint::step() const {
   return v;
 }
 
-result<std::string> encode_checkpoint(const checkpoint& c) {
+namespace {
+
+// The 8-byte length prefix and JSON header of `c`'s file, digest included: validates everything
+// and hashes the tensors in place, so the caller only has to write the result and then the views.
+result<std::string> file_header(const checkpoint_view& c) {
   auto it = c.metadata.find(meta::step);
   std::int64_t step = 0;
   if (it == c.metadata.end()) return make_error("checkpoint metadata has no \"step\"");
@@ -408,19 +425,115 @@ result<std::string> encode_checkpoint(const checkpoint& c) {
   json.append((8 - json.size() % 8) % 8, ' ');
 
   std::string out;
-  out.reserve(8 + json.size() + offset);
+  out.reserve(8 + json.size());
   std::uint64_t n = json.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += json;
-  for (const auto& t : c.tensors) out += t.bytes;
 
   const std::string hole = std::string("{\"__metadata__\":{\"digest\":\"") + digest_prefix;
   const std::size_t hex_pos = 8 + hole.size();
   if (out.compare(8, hole.size(), hole) != 0) {
     return make_error("internal error: checkpoint header does not start with the digest");
   }
-  out.replace(hex_pos, digest_hex_len, hex16(digest_with_hole(out, hex_pos)));
+  // The placeholder is all zeros already, which is what the digest reads in its place.
+  xxh64_stream h;
+  h.update(out);
+  for (const auto& t : c.tensors) h.update(t.bytes);
+  out.replace(hex_pos, digest_hex_len, hex16(h.digest()));
   return out;
+}
+
+}  // namespace
+
+std::int64_t checkpoint_view::step() const {
+  auto it = metadata.find(meta::step);
+  std::int64_t v = 0;
+  if (it == metadata.end() || !parse_decimal(it->second, v)) return 0;
+  return v;
+}
+
+const tensor_view* checkpoint_view::find(std::string_view name) const {
+  for (const auto& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+checkpoint_view view_of(const checkpoint& c) {
+  checkpoint_view v;
+  v.metadata = c.metadata;
+  v.tensors.reserve(c.tensors.size());
+  for (const auto& t : c.tensors) v.tensors.push_back({t.name, t.type, t.shape, t.bytes});
+  return v;
+}
+
+status write_checkpoint(const checkpoint_view& c, const byte_sink& sink) {
+  auto header = file_header(c);
+  if (!header) return header.error();
+  if (auto s = sink(*header); !s) return s;
+  for (const auto& t : c.tensors) {
+    if (t.bytes.empty()) continue;
+    if (auto s = sink(t.bytes); !s) return s;
+  }
+  return {};
+}
+
+result<std::string> encode_checkpoint(const checkpoint& c) {
+  const checkpoint_view v = view_of(c);
+  auto header = file_header(v);
+  if (!header) return header.error();
+  std::string out = std::move(*header);
+  std::size_t total = out.size();
+  for (const auto& t : v.tensors) total += t.bytes.size();
+  out.reserve(total);
+  for (const auto& t : v.tensors) out += t.bytes;
+  return out;
+}
+
+result<std::string> checkpoint_digest_streamed(const range_reader& read, std::uint64_t file_size,
+                                               std::string_view what, std::size_t chunk_bytes) {
+  const auto fail = [&](const error& e) -> error {
+    return make_error(std::string(what) + ": " + e.message);
+  };
+  // The prefix, then exactly the header it announces (bounded by the header limit), so
+  // parse_layout sees what it would see in the whole file.
+  std::string head;
+  if (auto s = read(0, static_cast<std::size_t>(std::min<std::uint64_t>(file_size, 8)), head); !s)
+    return fail(s.error());
+  if (head.size() == 8) {
+    const std::uint64_t n = std::min(read_le64(head), max_header_bytes);
+    const std::uint64_t want = std::min<std::uint64_t>(file_size, 8 + n);
+    if (auto s = read(0, static_cast<std::size_t>(want), head); !s) return fail(s.error());
+    if (head.size() != want) {
+      return make_error(std::string(what) + ": file shrank while being read (" +
+                        std::to_string(head.size()) + " of " + std::to_string(want) +
+                        " header bytes)");
+    }
+  }
+  auto p = parse_layout(head, file_size, what);
+  if (!p) return p.error();
+  const auto digest = [&](std::size_t hex_pos) -> result<std::uint64_t> {
+    static const std::string zeros(digest_hex_len, '0');
+    const std::string_view h = std::string_view(head).substr(0, p->data_start);
+    xxh64_stream x;
+    x.update(h.substr(0, hex_pos));
+    x.update(zeros);
+    x.update(h.substr(hex_pos + digest_hex_len));
+    std::string chunk;
+    for (std::uint64_t at = p->data_start; at < file_size;) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, file_size - at));
+      if (auto s = read(at, n, chunk); !s) return s.error();
+      if (chunk.size() != n) {
+        return make_error("file ended at byte " + std::to_string(at + chunk.size()) +
+                          " while reading it, expected " + std::to_string(file_size));
+      }
+      x.update(chunk);
+      at += n;
+    }
+    return x.digest();
+  };
+  if (auto ok = verify_baton(*p, head, digest, what); !ok) return ok.error();
+  return p->metadata.at(meta::digest);
 }
 
 namespace {
@@ -441,16 +554,28 @@ checkpoint materialise(parsed& p, std::string_view bytes) {
 }  // namespace
 
 result<checkpoint> decode_safetensors(std::string_view bytes, std::string_view what) {
-  auto p = parse_layout(bytes, what);
+  auto p = parse_layout(bytes, bytes.size(), what);
   if (!p) return p.error();
   return materialise(*p, bytes);
 }
 
 result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view what) {
-  auto p = parse_layout(bytes, what);
+  auto p = parse_file(bytes, what);
   if (!p) return p.error();
-  if (auto ok = verify_baton(*p, bytes, what); !ok) return ok.error();
   return materialise(*p, bytes);
+}
+
+result<checkpoint_view> decode_checkpoint_view(std::string_view bytes, std::string_view what) {
+  auto p = parse_file(bytes, what);
+  if (!p) return p.error();
+  checkpoint_view c;
+  c.metadata = std::move(p->metadata);
+  c.tensors.reserve(p->entries.size());
+  for (auto& e : p->entries) {
+    c.tensors.push_back({std::move(e.name), e.type, std::move(e.shape),
+                         bytes.substr(p->data_start + e.begin, e.end - e.begin)});
+  }
+  return c;
 }
 
 result<std::string> checkpoint_digest(std::string_view bytes) {

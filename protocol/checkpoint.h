@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -51,6 +52,34 @@ struct checkpoint {
   std::int64_t step() const;  // metadata "step", 0 if absent (decode guarantees it is valid)
 };
 
+// A tensor whose bytes live elsewhere (a model's own buffers), so a checkpoint can be written
+// without copying its tensors. The viewed memory must outlive every use of the view.
+struct tensor_view {
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<std::int64_t> shape;
+  std::string_view bytes;  // as tensor::bytes
+};
+
+struct checkpoint_view {
+  std::map<std::string, std::string> metadata;
+  std::vector<tensor_view> tensors;  // written in this order
+
+  const tensor_view* find(std::string_view name) const;
+  std::int64_t step() const;  // as checkpoint::step()
+};
+
+// Views over an owned checkpoint's tensors; valid while `c` is alive and unchanged.
+checkpoint_view view_of(const checkpoint& c);
+
+// Receives a file's bytes in order, piece by piece; an error stops the write.
+using byte_sink = std::function<status(std::string_view)>;
+
+// The same bytes as encode_checkpoint, handed to `sink` as the header and then each tensor's
+// bytes straight from its view, so no copy of the tensors is ever made. Validates everything and
+// hashes the tensors (for the digest in the header) before the first call to `sink`.
+status write_checkpoint(const checkpoint_view& c, const byte_sink& sink);
+
 // Serialises to safetensors bytes, setting format, format_version and digest in the metadata.
 // Fails on inconsistent tensors (size not matching shape, duplicate names).
 result<std::string> encode_checkpoint(const checkpoint& c);
@@ -65,7 +94,20 @@ result<checkpoint> decode_safetensors(std::string_view bytes, std::string_view w
 // source (a file path) in error messages, with byte offsets.
 result<checkpoint> decode_checkpoint(std::string_view bytes, std::string_view what);
 
+// decode_checkpoint without copying the tensors: the views point into `bytes`, which must outlive
+// them. For resuming, where the tensors are copied into the model anyway.
+result<checkpoint_view> decode_checkpoint_view(std::string_view bytes, std::string_view what);
+
 // The digest string stored in a file's metadata ("xxh64:..."), for protocol messages.
 result<std::string> checkpoint_digest(std::string_view bytes);
+
+// checkpoint_digest for a file read in pieces: `read(offset, n, out)` fills `out` with the n bytes
+// at `offset` (fewer only at the end of the file). Verifies what decode_checkpoint verifies while
+// holding only the header and one chunk of `chunk_bytes`, so a 50 MB checkpoint can be checked
+// without loading it. `file_size` is the file's length; `what` names it in errors.
+using range_reader = std::function<status(std::uint64_t offset, std::size_t n, std::string& out)>;
+result<std::string> checkpoint_digest_streamed(const range_reader& read, std::uint64_t file_size,
+                                               std::string_view what,
+                                               std::size_t chunk_bytes = 1 << 20);
 
 }  // namespace baton::protocol

@@ -73,15 +73,23 @@ result<std::vector<std::filesystem::path>> checkpoint_store::list() const {
 }
 
 result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {
+  return save(view_of(c));
+}
+
+result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
   const std::int64_t step = c.step();
-  auto bytes = encode_checkpoint(c);
-  if (!bytes) return with_context("checkpoint for step " + std::to_string(step), bytes.error());
+  // Validate before touching the folder, so a bad checkpoint leaves no temp file behind.
+  if (auto ok = write_checkpoint(c, [](std::string_view) -> status { return {}; }); !ok) {
+    return with_context("checkpoint for step " + std::to_string(step), ok.error());
+  }
   if (auto s = env_.create_dirs(dir_); !s) return s.error();
   const auto path = path_for_step(step);
 
   status written;
   try {
-    written = write_file_atomic(env_, path, *bytes);
+    written = write_file_atomic(env_, path, [&](writable_file& f) {
+      return write_checkpoint(c, [&](std::string_view piece) { return f.append(piece); });
+    });
   } catch (const std::exception& ex) {
     // write_file_atomic cleans up after failures it returns, not after a throwing env (a test
     // env, or bad_alloc); remove the temp file it left so nothing half-written stays behind.
@@ -125,10 +133,36 @@ result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {
   return path;
 }
 
+result<std::string> checkpoint_store::verify(const std::filesystem::path& path) const {
+  auto file = env_.new_readable_file(path);
+  if (!file) return file.error();
+  return checkpoint_digest_streamed([&](std::uint64_t offset, std::size_t n,
+                                        std::string& out) { return (*file)->read(offset, n, out); },
+                                    (*file)->size(), path.string());
+}
+
 result<std::optional<loaded_checkpoint>> checkpoint_store::load_newest() const {
+  auto f = load_newest_file();
+  if (!f) return f.error();
+  if (!*f) return std::optional<loaded_checkpoint>{};
+  loaded_checkpoint out{std::move((*f)->path), {}, std::move((*f)->rejected)};
+  out.data.metadata = std::move((*f)->data.metadata);
+  out.data.tensors.reserve((*f)->data.tensors.size());
+  for (auto& v : (*f)->data.tensors) {
+    tensor t;
+    t.name = std::move(v.name);
+    t.type = v.type;
+    t.shape = std::move(v.shape);
+    t.bytes.assign(v.bytes.data(), v.bytes.size());
+    out.data.tensors.push_back(std::move(t));
+  }
+  return std::optional<loaded_checkpoint>(std::move(out));
+}
+
+result<std::optional<loaded_checkpoint_file>> checkpoint_store::load_newest_file() const {
   auto files = list();
   if (!files) return with_context("loading a checkpoint from " + dir_.string(), files.error());
-  if (files->empty()) return std::optional<loaded_checkpoint>{};
+  if (files->empty()) return std::optional<loaded_checkpoint_file>{};
   std::vector<std::string> rejected;
   for (auto it = files->rbegin(); it != files->rend(); ++it) {
     const std::string what = it->string();
@@ -137,7 +171,8 @@ result<std::optional<loaded_checkpoint>> checkpoint_store::load_newest() const {
       rejected.push_back(what + ": " + bytes.error().message);
       continue;
     }
-    auto c = decode_checkpoint(*bytes, what);
+    auto owned = std::make_unique<const std::string>(std::move(*bytes));
+    auto c = decode_checkpoint_view(*owned, what);
     if (!c) {
       rejected.push_back(c.error().message);  // already starts with the path
       continue;
@@ -148,8 +183,8 @@ result<std::optional<loaded_checkpoint>> checkpoint_store::load_newest() const {
                          " but its metadata says step " + std::to_string(c->step()));
       continue;
     }
-    return std::optional<loaded_checkpoint>(
-        loaded_checkpoint{*it, std::move(*c), std::move(rejected)});
+    return std::optional<loaded_checkpoint_file>(
+        loaded_checkpoint_file{*it, std::move(owned), std::move(*c), std::move(rejected)});
   }
   std::string msg = "no valid checkpoint in " + dir_.string() + " (" +
                     std::to_string(files->size()) + " files, all rejected)";

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,14 @@ struct loaded_checkpoint {
   std::vector<std::string> rejected;  // "<path>: <reason>" for each newer file that failed
 };
 
+// As loaded_checkpoint, with the tensors viewing the file's bytes instead of copies of them.
+struct loaded_checkpoint_file {
+  std::filesystem::path path;
+  std::unique_ptr<const std::string> bytes;  // the whole file; heap, so moving keeps views valid
+  checkpoint_view data;                      // views into *bytes
+  std::vector<std::string> rejected;
+};
+
 // One writer per folder: save() treats temp files of its own target as its own leftovers.
 class checkpoint_store {
  public:
@@ -33,10 +42,19 @@ class checkpoint_store {
   // already saved is touched. Returns the path written. An error that starts "saved <path> but"
   // means the new checkpoint is durable and only pruning failed.
   result<std::filesystem::path> save(const checkpoint& c);
+  // The same for a checkpoint whose tensors are views: their bytes go straight from the viewed
+  // memory to the file, so saving needs no memory beyond the header.
+  result<std::filesystem::path> save(const checkpoint_view& c);
+
+  // Reads `path` back in bounded chunks and verifies it as decode_checkpoint would; returns its
+  // digest string ("xxh64:..."). Memory use is the header plus one chunk, whatever the file size.
+  result<std::string> verify(const std::filesystem::path& path) const;
 
   // Newest checkpoint that verifies; nullopt (not an error) when there is none at all. An error
   // when files exist but none verifies, listing each file's reason.
   result<std::optional<loaded_checkpoint>> load_newest() const;
+  // The same holding the file once: for a resume, which copies the tensors into its model.
+  result<std::optional<loaded_checkpoint_file>> load_newest_file() const;
 
   // Checkpoint file paths, oldest first.
   result<std::vector<std::filesystem::path>> list() const;

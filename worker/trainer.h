@@ -68,9 +68,13 @@ class trainer {
   // and that its sample order is the one this build derives. On failure nothing is changed.
   // `what` names the checkpoint in messages.
   status restore(const protocol::checkpoint& c, std::string_view what);
+  status restore(const protocol::checkpoint_view& c, std::string_view what);
 
   // The state at the current step boundary as a checkpoint (tensor names in protocol/README.md).
   protocol::checkpoint snapshot();
+  // The same state with tensors viewing the trainer's own buffers, for writing a checkpoint
+  // without copying the model. Valid until the next run_step, restore or snapshot_view.
+  protocol::checkpoint_view snapshot_view();
 
   // Runs the next step; requires !finished().
   step_outcome run_step();
@@ -98,8 +102,9 @@ class trainer {
   std::string spec_fingerprint_, data_fingerprint_;
 
   std::int64_t step_ = 0;
-  std::vector<std::int64_t> order_;  // this epoch's permutation of [0, train_samples)
-  rng shuffle_rng_;                  // as left after drawing order_
+  std::vector<std::int64_t> order_;       // this epoch's permutation of [0, train_samples)
+  rng shuffle_rng_;                       // as left after drawing order_
+  std::vector<std::uint64_t> rng_words_;  // shuffle_rng_'s state, viewed by snapshot_view
   double loss_sum_ = 0.0, accuracy_sum_ = 0.0;
   std::int64_t samples_ = 0;
   row_matrix<float> xb_, yb_;  // batch gather buffers, batch_size rows

@@ -146,7 +146,9 @@ int run(worker_options opt) {
     return fail(exit_runtime_error, ok.error().message);
   }
   protocol::checkpoint_store store(e, opt.checkpoint_dir, spec->checkpoints.keep);
-  auto loaded = store.load_newest();
+  // Views into the file read once, not a decoded copy of it: resuming then holds the state twice
+  // (file and model) instead of three times.
+  auto loaded = store.load_newest_file();
   if (!loaded) return fail(exit_runtime_error, loaded.error().message);
   std::optional<std::int64_t> resumed_step;
   std::filesystem::path resumed_path;
@@ -157,6 +159,8 @@ int run(worker_options opt) {
       return fail(exit_bad_config, ok.error().message);
     }
     resumed_step = t.step();
+    // The trainer holds its own copy now; keeping this one would cost the whole state again.
+    loaded->reset();
   }
   std::int64_t boundary = shard_boundary(t.step(), g);
   if (opt.max_steps) boundary = std::min(boundary, t.step() + *opt.max_steps);
@@ -199,7 +203,7 @@ int run(worker_options opt) {
   // A stop before the first step has nothing new to save: announce the checkpoint we resumed.
   std::filesystem::path path = resumed_path;
   if (!resumed_step || *resumed_step != t.step()) {
-    auto saved = store.save(t.snapshot());
+    auto saved = store.save(t.snapshot_view());
     if (saved) {
       path = *saved;
     } else if (saved.error().message.rfind("saved ", 0) == 0) {
@@ -209,10 +213,9 @@ int run(worker_options opt) {
       return fail(exit_runtime_error, saved.error().message);
     }
   }
-  auto bytes = e.read_file(path);
-  if (!bytes) return fail(exit_runtime_error, bytes.error().message);
-  auto digest = protocol::checkpoint_digest(*bytes);
-  if (!digest) return fail(exit_runtime_error, path.string() + ": " + digest.error().message);
+  // Read back what reached the file, in chunks: holding it whole would double the peak memory.
+  auto digest = store.verify(path);
+  if (!digest) return fail(exit_runtime_error, digest.error().message);
   send(protocol::checkpoint_msg{path.string(), t.step(), *digest});
   send(protocol::done_msg{t.step(), t.finished()});
   log("wrote " + path.string() + (t.finished() ? "; job complete" : ""));
@@ -229,9 +232,8 @@ std::optional<std::string> process_env(const char* name) {
 
 result<command_line> parse_command_line(int argc, const char* const* argv,
                                         const env_lookup& lookup) {
-  CLI::App app(
-      "baton-worker: trains one shard of a baton job and exits (see protocol/README.md)",
-      "baton-worker");
+  CLI::App app("baton-worker: trains one shard of a baton job and exits (see protocol/README.md)",
+               "baton-worker");
   worker_options o;
   int threads = -1;
   app.add_option("--job", o.job_file,

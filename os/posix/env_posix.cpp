@@ -55,6 +55,36 @@ class posix_writable_file final : public writable_file {
   int fd_;
 };
 
+class posix_readable_file final : public readable_file {
+ public:
+  posix_readable_file(std::filesystem::path path, int fd, std::uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~posix_readable_file() override { ::close(fd_); }
+
+  std::uint64_t size() const override { return size_; }
+
+  status read(std::uint64_t offset, std::size_t n, std::string& out) override {
+    out.resize(n);
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd_, out.data() + got, n - got, static_cast<off_t>(offset + got));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return errno_error("read", path_, errno);
+      }
+      if (r == 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    out.resize(got);
+    return {};
+  }
+
+ private:
+  std::filesystem::path path_;
+  int fd_;
+  std::uint64_t size_;
+};
+
 class posix_env final : public env {
  public:
   result<std::unique_ptr<writable_file>> new_writable_file(
@@ -84,6 +114,20 @@ class posix_env final : public env {
     }
     ::close(fd);
     return out;
+  }
+
+  result<std::unique_ptr<readable_file>> new_readable_file(
+      const std::filesystem::path& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno_error("open", path, errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return errno_error("stat", path, err);
+    }
+    return std::unique_ptr<readable_file>(
+        new posix_readable_file(path, fd, static_cast<std::uint64_t>(st.st_size)));
   }
 
   status rename_file(const std::filesystem::path& from, const std::filesystem::path& to) override {

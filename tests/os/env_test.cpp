@@ -42,3 +42,55 @@ TEST_CASE("atomic write into a missing folder fails and names the path", "[unit]
   REQUIRE_FALSE(s);
   CHECK(s.error().message.find("/nonexistent/baton/state.json") != std::string::npos);
 }
+
+TEST_CASE("streaming atomic write appends every piece or leaves the old file", "[unit][env]") {
+  auto& e = baton::env::default_env();
+  const auto dir = scratch_dir("atomic-stream");
+  const auto path = dir / "big.bin";
+  REQUIRE(baton::write_file_atomic(e, path, "old"));
+  REQUIRE(baton::write_file_atomic(e, path, [](baton::writable_file& f) -> baton::status {
+    for (const char* p : {"one,", "two,", "three"}) {
+      if (auto s = f.append(p); !s) return s;
+    }
+    return {};
+  }));
+  auto content = e.read_file(path);
+  REQUIRE(content);
+  CHECK(*content == "one,two,three");
+
+  auto failed = baton::write_file_atomic(e, path, [](baton::writable_file& f) -> baton::status {
+    if (auto s = f.append("half"); !s) return s;
+    return baton::make_error("producer gave up");
+  });
+  REQUIRE_FALSE(failed);
+  CHECK_THAT(failed.error().message,
+             Catch::Contains(path.string()) && Catch::Contains("producer gave up"));
+  content = e.read_file(path);
+  REQUIRE(content);
+  CHECK(*content == "one,two,three");
+  auto names = e.list_dir(dir);
+  REQUIRE(names);
+  CHECK(*names == std::vector<std::string>{"big.bin"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("posix readable file reads any range", "[unit][env]") {
+  auto& e = baton::env::default_env();
+  const auto dir = scratch_dir("readable");
+  const auto path = dir / "f";
+  REQUIRE(baton::write_file_atomic(e, path, "0123456789"));
+  auto f = e.new_readable_file(path);
+  REQUIRE(f);
+  CHECK((*f)->size() == 10);
+  std::string out;
+  REQUIRE((*f)->read(3, 4, out));
+  CHECK(out == "3456");
+  REQUIRE((*f)->read(8, 5, out));
+  CHECK(out == "89");
+  REQUIRE((*f)->read(20, 5, out));
+  CHECK(out.empty());
+  auto missing = e.new_readable_file(dir / "nope");
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.error().message, Catch::Contains("nope"));
+  fs::remove_all(dir);
+}

@@ -290,3 +290,117 @@ TEST_CASE("checkpoint store works on the real file system", "[unit][checkpoint_s
   CHECK((*r)->data.step() == 3);
   fs::remove_all(root);
 }
+
+TEST_CASE("checkpoint store saves a view with the same bytes as the owned checkpoint",
+          "[unit][checkpoint_store]") {
+  baton::mem_env mem;
+  checkpoint_store s(mem, dir, 3);
+  const checkpoint c = at_step(9, 3.0f);
+  auto p = s.save(view_of(c));
+  REQUIRE(p);
+  auto bytes = mem.read_file(*p);
+  REQUIRE(bytes);
+  auto expected = encode_checkpoint(c);
+  REQUIRE(expected);
+  CHECK(*bytes == *expected);
+  auto digest = s.verify(*p);
+  REQUIRE(digest);
+  CHECK(*digest == *checkpoint_digest(*bytes));
+}
+
+TEST_CASE("checkpoint store streaming save failing halfway leaves the old file intact",
+          "[unit][checkpoint_store]") {
+  baton::mem_env mem;
+  baton::fault_env e(mem);
+  checkpoint_store s(e, dir, 3);
+  REQUIRE(s.save(at_step(5)));
+  const auto old_path = s.path_for_step(5);
+  const auto before = mem.read_file(old_path);
+  REQUIRE(before);
+  const checkpoint c = at_step(5, 42.0f);
+  const auto appends_before = e.op_count(baton::fault_env::op::append);
+  SECTION("an error on the tensor bytes, after the header went out") {
+    e.fail_at(2, "No space left on device", false, baton::fault_env::op::append);
+    auto r = s.save(view_of(c));
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("No space left on device"));
+  }
+  SECTION("a throw halfway through the tensor bytes") {
+    e.throw_half_append_at(2);
+    auto r = s.save(view_of(c));
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("threw after"));
+  }
+  CHECK(e.op_count(baton::fault_env::op::append) - appends_before == 2);  // header, then tensor
+  auto now = mem.read_file(old_path);
+  REQUIRE(now);
+  CHECK(*now == *before);
+  CHECK(names(mem, dir) == std::vector<std::string>{old_path.filename().string()});
+  auto r = s.load_newest();
+  REQUIRE(r);
+  CHECK((*r)->data.step() == 5);
+}
+
+TEST_CASE("checkpoint store verify names the file and the damage", "[unit][checkpoint_store]") {
+  baton::mem_env mem;
+  checkpoint_store s(mem, dir, 3);
+  auto p = s.save(at_step(3));
+  REQUIRE(p);
+  auto bytes = mem.read_file(*p);
+  REQUIRE(bytes);
+  std::string bad = *bytes;
+  bad.back() ^= 1;
+  REQUIRE(mem.put(*p, bad));
+  auto r = s.verify(*p);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains(p->string()) && Catch::Contains("digest mismatch"));
+  CHECK_FALSE(s.verify(dir / "missing.safetensors"));
+}
+
+TEST_CASE("checkpoint store verify reads the real file system in chunks",
+          "[unit][checkpoint_store]") {
+  auto& e = baton::env::default_env();
+  const auto d = fs::temp_directory_path() / "baton-ckpt-verify-test";
+  fs::remove_all(d);
+  checkpoint_store s(e, d, 2);
+  // Bigger than one 1 MiB chunk, so the read-back takes several.
+  checkpoint c = at_step(11);
+  c.tensors[0].shape = {600000};
+  c.tensors[0].bytes.assign(600000 * 4, '\x5a');
+  auto p = s.save(view_of(c));
+  REQUIRE(p);
+  auto bytes = e.read_file(*p);
+  REQUIRE(bytes);
+  auto digest = s.verify(*p);
+  REQUIRE(digest);
+  CHECK(*digest == *checkpoint_digest(*bytes));
+  fs::remove_all(d);
+}
+
+TEST_CASE("checkpoint store load_newest_file views the file it read", "[unit][checkpoint_store]") {
+  baton::mem_env mem;
+  checkpoint_store s(mem, dir, 3);
+  REQUIRE(s.save(at_step(4)));
+  REQUIRE(s.save(at_step(8, 5.0f)));
+  auto newest = s.path_for_step(8);
+  auto bytes = mem.read_file(newest);
+  REQUIRE(bytes);
+  std::string bad = *bytes;
+  bad.back() ^= 1;
+  REQUIRE(mem.put(newest, bad));  // falls back to step 4, as load_newest does
+  auto f = s.load_newest_file();
+  REQUIRE(f);
+  REQUIRE(*f);
+  CHECK((*f)->data.step() == 4);
+  CHECK((*f)->rejected.size() == 1);
+  const auto& w = (*f)->data.tensors.at(0);
+  CHECK(w.bytes == at_step(4).tensors[0].bytes);
+  CHECK(w.bytes.data() >= (*f)->bytes->data());
+  CHECK(w.bytes.data() < (*f)->bytes->data() + (*f)->bytes->size());
+  auto owned = s.load_newest();
+  REQUIRE(owned);
+  REQUIRE(*owned);
+  CHECK((*owned)->path == (*f)->path);
+  CHECK((*owned)->data.tensors.at(0).bytes == w.bytes);
+  CHECK((*owned)->rejected == (*f)->rejected);
+}

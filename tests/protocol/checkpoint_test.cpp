@@ -424,3 +424,139 @@ TEST_CASE("a tensor with an empty name is rejected on decode too", "[unit][check
   c.tensors.push_back(make_tensor<std::uint8_t>("", dtype::u8, {1}, {7}));
   CHECK_FALSE(encode_checkpoint(c));
 }
+
+TEST_CASE("write_checkpoint streams the same bytes as encode_checkpoint", "[unit][checkpoint]") {
+  const checkpoint c = sample();
+  auto whole = encode_checkpoint(c);
+  REQUIRE(whole);
+  std::vector<std::string> pieces;
+  REQUIRE(write_checkpoint(view_of(c), [&](std::string_view p) -> baton::status {
+    pieces.emplace_back(p);
+    return {};
+  }));
+  std::string joined;
+  for (const auto& p : pieces) joined += p;
+  CHECK(joined == *whole);
+  // Header first, then one piece per non-empty tensor, each viewed rather than copied together.
+  std::size_t non_empty = 0;
+  for (const auto& t : c.tensors) non_empty += t.bytes.empty() ? 0 : 1;
+  CHECK(pieces.size() == 1 + non_empty);
+  CHECK(pieces[1] == c.tensors[0].bytes);
+  auto d = decode_checkpoint(joined, "streamed");
+  REQUIRE(d);
+}
+
+TEST_CASE("write_checkpoint stops at the first failing piece", "[unit][checkpoint]") {
+  int calls = 0;
+  auto s = write_checkpoint(view_of(sample()), [&](std::string_view) -> baton::status {
+    if (++calls == 2) return baton::make_error("disk full");
+    return {};
+  });
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "disk full");
+  CHECK(calls == 2);
+}
+
+TEST_CASE("write_checkpoint validates before writing anything", "[unit][checkpoint]") {
+  checkpoint c = small();
+  c.tensors[0].bytes.pop_back();
+  int calls = 0;
+  auto s = write_checkpoint(view_of(c), [&](std::string_view) -> baton::status {
+    ++calls;
+    return {};
+  });
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::Contains("\"w\""));
+  CHECK(calls == 0);
+}
+
+namespace {
+range_reader reader_of(const std::string& bytes, int* reads = nullptr) {
+  return [&bytes, reads](std::uint64_t offset, std::size_t n, std::string& out) -> baton::status {
+    if (reads) ++*reads;
+    out = offset >= bytes.size() ? std::string() : bytes.substr(offset, n);
+    return {};
+  };
+}
+}  // namespace
+
+TEST_CASE("streamed digest check agrees with the in-memory one", "[unit][checkpoint]") {
+  auto bytes = encode_checkpoint(sample());
+  REQUIRE(bytes);
+  auto expected = checkpoint_digest(*bytes);
+  REQUIRE(expected);
+  for (std::size_t chunk :
+       {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1} << 20}) {
+    int reads = 0;
+    auto got = checkpoint_digest_streamed(reader_of(*bytes, &reads), bytes->size(), "f", chunk);
+    REQUIRE(got);
+    CHECK(*got == *expected);
+    CHECK(reads >= 2);
+  }
+}
+
+TEST_CASE("streamed digest check rejects every truncation and flipped bit", "[unit][checkpoint]") {
+  auto enc = encode_checkpoint(small());
+  REQUIRE(enc);
+  const std::string bytes = *enc;
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    const std::string cut = bytes.substr(0, n);
+    auto r = checkpoint_digest_streamed(reader_of(cut), cut.size(), "cut", 5);
+    CHECK_FALSE(r);
+  }
+  for (std::size_t i = 0; i < bytes.size() * 8; ++i) {
+    std::string bad = bytes;
+    bad[i / 8] = static_cast<char>(bad[i / 8] ^ (1 << (i % 8)));
+    auto r = checkpoint_digest_streamed(reader_of(bad), bad.size(), "flip", 5);
+    INFO("bit " << i);
+    CHECK_FALSE(r);
+  }
+}
+
+TEST_CASE("streamed digest check reports read errors and short files", "[unit][checkpoint]") {
+  auto enc = encode_checkpoint(small());
+  REQUIRE(enc);
+  const std::string bytes = *enc;
+  auto failing = [&](std::uint64_t offset, std::size_t n, std::string& out) -> baton::status {
+    if (offset > 0) return baton::make_error("read f: Input/output error");
+    out = bytes.substr(0, n);
+    return {};
+  };
+  auto r = checkpoint_digest_streamed(failing, bytes.size(), "f", 4);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("Input/output error"));
+  // A file that is shorter than its stated size (it shrank after opening).
+  const std::string shorter = bytes.substr(0, bytes.size() - 3);
+  auto s = checkpoint_digest_streamed(reader_of(shorter), bytes.size(), "f", 4);
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::Contains("ended"));
+}
+
+TEST_CASE("decode_checkpoint_view views the buffer and matches decode_checkpoint",
+          "[unit][checkpoint]") {
+  auto bytes = encode_checkpoint(sample());
+  REQUIRE(bytes);
+  auto owned = decode_checkpoint(*bytes, "mem");
+  REQUIRE(owned);
+  auto v = decode_checkpoint_view(*bytes, "mem");
+  REQUIRE(v);
+  CHECK(v->metadata == owned->metadata);
+  REQUIRE(v->tensors.size() == owned->tensors.size());
+  for (std::size_t i = 0; i < v->tensors.size(); ++i) {
+    const auto& a = v->tensors[i];
+    const auto& b = owned->tensors[i];
+    CHECK(a.name == b.name);
+    CHECK(a.type == b.type);
+    CHECK(a.shape == b.shape);
+    CHECK(a.bytes == b.bytes);
+    CHECK(a.bytes.data() >= bytes->data());
+    CHECK(a.bytes.data() + a.bytes.size() <= bytes->data() + bytes->size());
+  }
+  CHECK(v->find("rng.state") == &v->tensors[3]);
+  CHECK(v->find("nope") == nullptr);
+  std::string bad = *bytes;
+  bad.back() ^= 1;
+  auto r = decode_checkpoint_view(bad, "bad.safetensors");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("bad.safetensors") && Catch::Contains("digest"));
+}
