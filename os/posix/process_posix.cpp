@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -432,6 +433,32 @@ result<int> kill_orphans() {
     std::vector<std::int64_t> out;
     for (const auto& e : t) {
       if (e.ppid != self || is_registered(e.pid) || e.state == 'Z') continue;
+      out.push_back(e.pid);
+      for (const auto d : procfs::descendants_of(t, e.pid)) out.push_back(d);
+    }
+    return out;
+  });
+}
+
+result<int> kill_orphans_with_env(std::string_view name, std::string_view value) {
+  const std::int64_t self = ::getpid();
+  std::string wanted(name);
+  wanted += '=';
+  wanted += value;
+  return stop_then_kill([self, &wanted](const std::vector<procfs::proc_entry>& t) {
+    std::vector<std::int64_t> out;
+    for (const auto& e : t) {
+      if (e.ppid != self || is_registered(e.pid) || e.state == 'Z') continue;
+      // NUL-separated "NAME=value" entries; unreadable (gone, or not ours): not a match.
+      std::ifstream in("/proc/" + std::to_string(e.pid) + "/environ", std::ios::binary);
+      bool match = false;
+      for (std::string entry; std::getline(in, entry, '\0');) {
+        if (entry == wanted) {
+          match = true;
+          break;
+        }
+      }
+      if (!match) continue;
       out.push_back(e.pid);
       for (const auto d : procfs::descendants_of(t, e.pid)) out.push_back(d);
     }

@@ -86,10 +86,10 @@ TEST_CASE("a checkpoint save killed after any operation leaves the old or the ne
     CAPTURE(n, ops);
     const auto dir = root / ("n" + std::to_string(n));
     prepare(dir);
-    auto run = baton::testing::run_process({BATON_CRASH_SAVE_EXE, "checkpoint", dir.string(),
-                                            std::to_string(keep), std::to_string(new_step),
-                                            std::to_string(n)},
-                                           {}, root / "helper.log", std::chrono::seconds(30));
+    auto run = baton::testing::run_process(
+        {BATON_CRASH_SAVE_EXE, "checkpoint", dir.string(), std::to_string(keep),
+         std::to_string(new_step), std::to_string(n)},
+        {}, root / "helper.log", std::chrono::seconds(30));
     REQUIRE_FALSE(run.timed_out);
     CHECK(run.status == expected_exit(n, ops));
 
