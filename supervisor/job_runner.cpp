@@ -254,7 +254,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       log_event("cannot save the job record: " + s.error().message);
       if (!persist_failed) {
         persist_failed = true;
-        post_event(ev::disk_full{});
+        post_event(ev::disk_full{s.error().message});
       }
       return;
     }
