@@ -2,8 +2,10 @@
 // initializer that puts the child in its own group and ties its life to the supervisor's.
 // This is the only file that includes Boost.Process headers (each such file costs 10-15 s).
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +108,18 @@ struct child_setup {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     if (working_dir != nullptr && ::chdir(working_dir) != 0) {
       return error_code(errno, boost::system::system_category());
+    }
+    // Nothing of the supervisor's but stdio may reach the worker: Asio opens its sockets without
+    // close-on-exec, and Boost 1.81's close_all skips every fd below the launcher's own error
+    // pipe (it compares each whitelist entry with itself), so the control socket leaked into
+    // workers and a restarted daemon found it "still listening". Marked, not closed: the
+    // launcher's error pipe must stay open until exec succeeds.
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+      rlimit lim{};
+      const int top = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 65536
+                          ? static_cast<int>(lim.rlim_cur)
+                          : 65536;
+      for (int fd = 3; fd < top; ++fd) (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
     }
     return {};
   }

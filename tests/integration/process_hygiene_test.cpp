@@ -42,6 +42,14 @@ def note(kind):
 print(json.dumps({"type": "hello", "protocol": 1, "pid": os.getpid(), "worker": "hygiene"}),
       flush=True)
 note("worker")
+with open(os.path.join(sys.argv[1], "fds"), "a") as f:
+    here = "/proc/self/fd"
+    for fd in sorted(int(x) for x in os.listdir(here)):
+        if fd > 2 and fd != f.fileno():
+            try:
+                f.write("%d %s\n" % (fd, os.readlink("%s/%d" % (here, fd))))
+            except OSError:
+                pass  # the listdir's own descriptor, closed by now
 if os.fork() == 0:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     note("child")
@@ -104,6 +112,11 @@ TEST_CASE("no descendant of a killed worker outlives the supervisor's kill",
     std::int64_t pid = 0;
     while (f >> kind >> pid) pids.emplace_back(kind, pid);
   }
+  // The worker inherits stdio and nothing else of the supervisor's (no control socket, no log
+  // or state file descriptors).
+  std::ifstream fds(dir / "fds");
+  const std::string leaked{std::istreambuf_iterator<char>(fds), std::istreambuf_iterator<char>()};
+  CHECK(leaked == "");
   // Two attempts, each with a worker, a child and an escapee.
   REQUIRE(pids.size() == 6);
   // The supervisor's kill is over once `baton run` has returned; allow the grace period plus
