@@ -68,7 +68,7 @@ std::string read_text(const fs::path& p) {
 // own kills must not trip the crash-loop cutoff).
 json job_document(const std::string& name) {
   return {{"name", name},
-          {"data", {{"type", "synthetic"}, {"samples", 2048}, {"features", 64}, {"seed", 3}}},
+          {"data", {{"type", "synthetic"}, {"samples", 2048}, {"features", 400}, {"seed", 3}}},
           {"model", {{"layers", {{{"units", 1}, {"activation", "sigmoid"}}}}}},
           {"training",
            {{"optimizer", {{"type", "sgd"}, {"learning_rate", 0.5}}},
@@ -200,7 +200,7 @@ class driver {
     daemon_ = std::make_unique<daemon_process>(work_);
     submit();
     for (int i = 0; i < events; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(pick(50, 300)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(pick(20, 200)));
       daemon_->pump();
       const int roll = pick(0, 99);
       std::string kind;
@@ -268,13 +268,27 @@ class driver {
     return r->body;
   }
 
+  // Aims at the live worker, waiting up to 1.5 s for one (between shards there is none); then
+  // waits a random part of a shard so the kill lands anywhere in it.
   void signal_worker(int sig) {
-    const auto s = status();
-    if (!s.contains("live") || !s["live"].is_object() || s["live"].value("pid", 0) <= 0) {
+    const auto deadline = clock_type::now() + 1500ms;
+    std::int64_t pid = 0;
+    while (clock_type::now() < deadline) {
+      const auto s = status();
+      if (s.contains("live") && s["live"].is_object() && s["live"].value("pid", 0) > 0) {
+        pid = s["live"]["pid"].get<std::int64_t>();
+        break;
+      }
+      if (s.at("state") == "completed") break;
+      std::this_thread::sleep_for(20ms);
+      daemon_->pump();
+    }
+    if (pid == 0) {
       ++tally_.skipped;
       return;
     }
-    ::kill(static_cast<pid_t>(s["live"]["pid"].get<std::int64_t>()), sig);  // may have just ended
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(0, 200)));
+    ::kill(static_cast<pid_t>(pid), sig);  // may have just ended: then nothing happens
   }
 
   void restart_daemon() {
