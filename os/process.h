@@ -115,6 +115,13 @@ result<int> kill_descendants(std::int64_t pid);
 // subreaper) and their descendants. Returns how many were signalled.
 result<int> kill_orphans();
 
+// SIGKILLs the orphans re-parented to the supervisor (as kill_orphans) whose environment holds
+// exactly `name=value`, and their descendants: what one worker left behind after escaping its
+// tree with a double fork, found by the BATON_* variables it inherited, while other jobs'
+// orphans are left alone. One that rewrote its environment is missed; kill_orphans() at
+// shutdown stays the backstop. Returns how many were signalled.
+result<int> kill_orphans_with_env(std::string_view name, std::string_view value);
+
 // Reaps exited orphans (zombie children the supervisor did not spawn). Never reaps a process
 // started by spawn(): its exit status belongs to its `process`. Returns how many were reaped.
 result<int> reap_orphans();

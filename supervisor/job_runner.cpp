@@ -254,7 +254,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       log_event("cannot save the job record: " + s.error().message);
       if (!persist_failed) {
         persist_failed = true;
-        post_event(ev::disk_full{});
+        post_event(ev::disk_full{s.error().message});
       }
       return;
     }
@@ -268,6 +268,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     }
     // Descendants that left the group (setsid, double fork) are found through the tree.
     (void)os::kill_descendants(worker->pid());
+    // A double fork leaves no trace in the tree: the escapee was re-parented to us (subreaper)
+    // before any kill. It still carries this job's environment.
+    (void)os::kill_orphans_with_env("BATON_JOB_DIR", store.job_dir(record.id).string());
   }
 
   void spawn(std::optional<std::int64_t> max_steps) {

@@ -354,8 +354,12 @@ transition_result transition(const shard_state& state, const event& event,
           }
         } else if constexpr (std::is_same_v<E, ev::pause_requested> ||
                              std::is_same_v<E, ev::disk_full>) {
-          const std::string reason =
-              std::is_same_v<E, ev::disk_full> ? "disk full" : "paused by request";
+          std::string reason = "paused by request";
+          if constexpr (std::is_same_v<E, ev::disk_full>) {
+            // The store's own error names the file and the errno text (ENOSPC, EIO, ...): the
+            // user needs it to tell a full disk from a dying one.
+            reason = e.reason.empty() ? "disk full" : "disk full: " + e.reason;
+          }
           if (s.phase == shard_phase::paused) return t.ignore();
           if (t.worker_phase() && s.worker_alive) {
             if (s.target == stop_target::cancel || s.target == stop_target::pause) {

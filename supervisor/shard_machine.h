@@ -100,7 +100,10 @@ struct grace_elapsed {};
 struct cancel_requested {};
 struct pause_requested {};
 struct resume_requested {};
-struct disk_full {};
+// A record save failed; `reason` is the store's error (empty: unknown).
+struct disk_full {
+  std::string reason;
+};
 }  // namespace ev
 
 using event =

@@ -2,8 +2,10 @@
 // initializer that puts the child in its own group and ties its life to the supervisor's.
 // This is the only file that includes Boost.Process headers (each such file costs 10-15 s).
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -105,6 +108,18 @@ struct child_setup {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     if (working_dir != nullptr && ::chdir(working_dir) != 0) {
       return error_code(errno, boost::system::system_category());
+    }
+    // Nothing of the supervisor's but stdio may reach the worker: Asio opens its sockets without
+    // close-on-exec, and Boost 1.81's close_all skips every fd below the launcher's own error
+    // pipe (it compares each whitelist entry with itself), so the control socket leaked into
+    // workers and a restarted daemon found it "still listening". Marked, not closed: the
+    // launcher's error pipe must stay open until exec succeeds.
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+      rlimit lim{};
+      const int top = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 65536
+                          ? static_cast<int>(lim.rlim_cur)
+                          : 65536;
+      for (int fd = 3; fd < top; ++fd) (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
     }
     return {};
   }
@@ -432,6 +447,32 @@ result<int> kill_orphans() {
     std::vector<std::int64_t> out;
     for (const auto& e : t) {
       if (e.ppid != self || is_registered(e.pid) || e.state == 'Z') continue;
+      out.push_back(e.pid);
+      for (const auto d : procfs::descendants_of(t, e.pid)) out.push_back(d);
+    }
+    return out;
+  });
+}
+
+result<int> kill_orphans_with_env(std::string_view name, std::string_view value) {
+  const std::int64_t self = ::getpid();
+  std::string wanted(name);
+  wanted += '=';
+  wanted += value;
+  return stop_then_kill([self, &wanted](const std::vector<procfs::proc_entry>& t) {
+    std::vector<std::int64_t> out;
+    for (const auto& e : t) {
+      if (e.ppid != self || is_registered(e.pid) || e.state == 'Z') continue;
+      // NUL-separated "NAME=value" entries; unreadable (gone, or not ours): not a match.
+      std::ifstream in("/proc/" + std::to_string(e.pid) + "/environ", std::ios::binary);
+      bool match = false;
+      for (std::string entry; std::getline(in, entry, '\0');) {
+        if (entry == wanted) {
+          match = true;
+          break;
+        }
+      }
+      if (!match) continue;
       out.push_back(e.pid);
       for (const auto d : procfs::descendants_of(t, e.pid)) out.push_back(d);
     }

@@ -574,6 +574,7 @@ result<int> kill_descendants(std::int64_t pid) {
 
 // Orphans cannot escape a worker's job and are killed with it; there are none of our own.
 result<int> kill_orphans() { return 0; }
+result<int> kill_orphans_with_env(std::string_view, std::string_view) { return 0; }
 
 // Windows has no zombies: an exited process is gone once its last handle closes.
 result<int> reap_orphans() { return 0; }

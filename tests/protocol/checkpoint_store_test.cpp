@@ -404,3 +404,69 @@ TEST_CASE("checkpoint store load_newest_file views the file it read", "[unit][ch
   CHECK((*owned)->data.tensors.at(0).bytes == w.bytes);
   CHECK((*owned)->rejected == (*f)->rejected);
 }
+
+TEST_CASE("checkpoint store keeps failing, and keeps the old file, while the disk stays full",
+          "[unit][checkpoint_store]") {
+  using op = baton::fault_env::op;
+  baton::mem_env mem;
+  baton::fault_env e(mem);
+  checkpoint_store s(e, dir, 2);
+  REQUIRE(s.save(at_step(5)));
+  const auto old_path = s.path_for_step(5);
+  const auto before = mem.read_file(old_path);
+  REQUIRE(before);
+
+  struct fault_case {
+    const char* message;
+    op kind;
+  };
+  const fault_case c = GENERATE(fault_case{"No space left on device", op::append},
+                                fault_case{"Input/output error", op::append},
+                                fault_case{"No space left on device", op::sync},
+                                fault_case{"Input/output error", op::sync});
+  CAPTURE(c.message, baton::fault_env::to_string(c.kind));
+  e.fail_at(1, c.message, true, c.kind);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto r = s.save(at_step(6 + attempt));
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains(c.message));
+    auto now = mem.read_file(old_path);
+    REQUIRE(now);
+    CHECK(*now == *before);
+    CHECK(names(mem, dir) == std::vector<std::string>{old_path.filename().string()});
+  }
+  CHECK(e.faults_fired() == 3);
+  // Space comes back: the next save lands and the older file is still the fallback.
+  e.disarm();
+  REQUIRE(s.save(at_step(9)));
+  auto l = s.load_newest();
+  REQUIRE(l);
+  CHECK((*l)->data.step() == 9);
+  CHECK(mem.file_exists(old_path));
+}
+
+TEST_CASE("checkpoint store redoes the whole write after a failed fsync",
+          "[unit][checkpoint_store]") {
+  using op = baton::fault_env::op;
+  baton::mem_env mem;
+  baton::fault_env e(mem);
+  checkpoint_store s(e, dir, 2);
+  REQUIRE(s.save(at_step(5)));
+  e.fail_at(1, "Input/output error", false, op::sync);
+  REQUIRE_FALSE(s.save(at_step(6, 7.0f)));
+  // After fsync failed the kernel may have dropped the dirty pages (the fsyncgate lesson):
+  // retrying fsync on the same file could report success for data that is gone. The second
+  // attempt must open, write and sync a new file from scratch.
+  const auto opens = e.op_count(op::new_writable_file);
+  const auto appends = e.op_count(op::append);
+  const auto syncs = e.op_count(op::sync);
+  REQUIRE(s.save(at_step(6, 7.0f)));
+  CHECK(e.op_count(op::new_writable_file) == opens + 1);
+  CHECK(e.op_count(op::append) > appends);  // streamed: header and tensors, all written again
+  CHECK(e.op_count(op::sync) == syncs + 1);
+  auto bytes = mem.read_file(s.path_for_step(6));
+  REQUIRE(bytes);
+  auto expected = encode_checkpoint(at_step(6, 7.0f));
+  REQUIRE(expected);
+  CHECK(*bytes == *expected);
+}

@@ -1,8 +1,11 @@
 #include "supervisor/job_store.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+
+#include "os/fault_env.h"
 
 using namespace baton::supervisor;
 namespace fs = std::filesystem;
@@ -142,5 +145,63 @@ TEST_CASE("job store reports every reason when no record verifies", "[unit][job_
   CHECK(m.find("no record verifies") != std::string::npos);
   CHECK(m.find("record.0.json: seq: expected an integer") != std::string::npos);
   CHECK(m.find("record.1.json: not valid JSON") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("job store save failures keep the previous record and its generation",
+          "[unit][job_store]") {
+  using op = baton::fault_env::op;
+  const auto dir = scratch("faults");
+  baton::fault_env e(baton::env::default_env());
+  job_store store(e, dir);
+  REQUIRE(store.open());
+  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  REQUIRE(r);
+  r->checkpoint_step = 3;
+  REQUIRE(store.save(*r));  // both slots now hold a good record
+  const auto slot0 = store.job_dir("tiny") / "record.0.json";
+  const auto slot1 = store.job_dir("tiny") / "record.1.json";
+  const std::string before0 = read_all(slot0);
+  const std::string before1 = read_all(slot1);
+  const auto seq = r->seq;
+
+  const char* message = GENERATE("No space left on device", "Input/output error");
+  const op kind = GENERATE(op::append, op::sync);
+  const bool persistent = GENERATE(false, true);
+  CAPTURE(message, baton::fault_env::to_string(kind), persistent);
+  e.fail_at(1, message, persistent, kind);
+  for (int attempt = 0; attempt < (persistent ? 3 : 1); ++attempt) {
+    r->checkpoint_step = 9 + attempt;
+    auto s = store.save(*r);
+    REQUIRE_FALSE(s);
+    CHECK_THAT(s.error().message, Catch::Contains(message));
+    CHECK(r->seq == seq);  // the generation on disk did not move
+    CHECK(read_all(slot0) == before0);
+    CHECK(read_all(slot1) == before1);
+    std::vector<std::string> files;
+    for (const auto& f : fs::directory_iterator(store.job_dir("tiny"))) {
+      if (f.is_regular_file()) files.push_back(f.path().filename().string());
+    }
+    std::sort(files.begin(), files.end());
+    CHECK(files == std::vector<std::string>{"record.0.json", "record.1.json", "spec.json"});
+    auto back = store.load("tiny");
+    REQUIRE(back);
+    CHECK(back->record.checkpoint_step == 3);
+    CHECK(back->rejected.empty());
+  }
+  // The fault clears: a save redoes the whole write (a failed fsync is never retried on its
+  // own, the data it covered may be gone) and lands.
+  e.disarm();
+  const auto opens = e.op_count(op::new_writable_file);
+  const auto appends = e.op_count(op::append);
+  r->checkpoint_step = 20;
+  REQUIRE(store.save(*r));
+  CHECK(e.op_count(op::new_writable_file) == opens + 1);
+  CHECK(e.op_count(op::append) == appends + 1);
+  CHECK(r->seq == seq + 1);
+  auto back = store.load("tiny");
+  REQUIRE(back);
+  CHECK(back->record.checkpoint_step == 20);
+  CHECK(back->record.seq == seq + 1);
   fs::remove_all(dir);
 }

@@ -1,0 +1,108 @@
+// job_runner against a state directory that stops accepting writes: a record save that fails
+// must park the job in `paused` with the reason (not crash it, not run on blind), and resume()
+// must finish it once the disk is back. Real worker processes (the example Python trainer), an
+// in-process io_context, a fault_env under the job store.
+#include "supervisor/job_runner.h"
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "os/fault_env.h"
+#include "protocol/checkpoint_store.h"
+
+using namespace baton::supervisor;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("baton-job-runner-test-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+baton::protocol::job_spec python_job(const fs::path& dir) {
+  const fs::path example = fs::path(BATON_SOURCE_DIR) / "configs/examples/python-worker";
+  std::ifstream in(example / "job.json");
+  auto job = nlohmann::json::parse(in);
+  job["worker"]["command"] = {"python3", (example / "train.py").string()};
+  job["debug"]["leak_mib_per_step"] = 0;  // this test is about the disk, not memory
+  const auto path = dir / "job.json";
+  std::ofstream(path) << job.dump(2);
+  auto spec = baton::protocol::load_job_spec(baton::env::default_env(), path);
+  REQUIRE(spec);
+  return *spec;
+}
+
+// Runs the io_context until the runner rests or `limit` passes.
+bool run_to_rest(boost::asio::io_context& io, job_runner& r, std::chrono::seconds limit = 120s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!r.at_rest() && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(20ms);
+  }
+  return r.at_rest();
+}
+
+}  // namespace
+
+TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes later",
+          "[integration][job_runner]") {
+  using op = baton::fault_env::op;
+  const auto dir = scratch("disk-full");
+  const auto spec = python_job(dir);
+  baton::fault_env fe(baton::env::default_env());
+  job_store store(fe, dir / "state");
+  REQUIRE(store.open());
+  const auto geometry = baton::protocol::compute_geometry(
+      spec, std::get<baton::protocol::synthetic_data>(spec.data).samples);
+  auto created = store.create(spec, geometry.total_steps, spec.name);
+  REQUIRE(created);
+
+  const char* message = GENERATE("No space left on device", "Input/output error");
+  CAPTURE(message);
+  fe.fail_at(1, message, true, op::append);
+
+  boost::asio::io_context io;
+  std::vector<std::string> events;
+  runner_options ro;
+  ro.on_event = [&](const std::string& m) { events.push_back(m); };
+  job_runner runner(io, store, *created, spec, ro);
+  runner.start();
+  REQUIRE(run_to_rest(io, runner));
+  INFO([&] {
+    std::string all;
+    for (const auto& e : events) all += e + "\n";
+    return all;
+  }());
+  CHECK(fe.faults_fired() >= 1);
+  CHECK(runner.record().state == job_state::paused);
+  CHECK(runner.phase() == shard_phase::paused);
+  CHECK_THAT(runner.record().diagnosis, Catch::Contains(message));
+  CHECK(runner.record().checkpoint_step < geometry.total_steps);
+
+  // Space is back: resume finishes the job and the store holds the completed record.
+  fe.disarm();
+  runner.resume();
+  REQUIRE(run_to_rest(io, runner));
+  CHECK(runner.record().state == job_state::completed);
+  CHECK(runner.record().checkpoint_step == geometry.total_steps);
+  auto back = store.load(spec.name);
+  REQUIRE(back);
+  CHECK(back->record.state == job_state::completed);
+  CHECK(back->record.checkpoint_step == geometry.total_steps);
+  baton::protocol::checkpoint_store ckpts(baton::env::default_env(),
+                                          store.checkpoint_dir(spec.name), 1);
+  auto newest = ckpts.load_newest();
+  REQUIRE(newest);
+  REQUIRE(newest->has_value());
+  CHECK((*newest)->data.step() == geometry.total_steps);
+  fs::remove_all(dir);
+}
