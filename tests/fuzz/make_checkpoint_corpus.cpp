@@ -94,13 +94,13 @@ int main(int argc, char** argv) {
     const fs::path p = dir / name;
     if (check) {
       if (read(p) != *bytes) {
-        std::fprintf(stderr, "%s is stale: rerun make_checkpoint_corpus %s\n", p.c_str(),
-                     dir.c_str());
+        std::fprintf(stderr, "%s is stale: rerun make_checkpoint_corpus %s\n",
+                     p.string().c_str(), dir.string().c_str());
         ++stale;
       }
     } else {
       std::ofstream(p, std::ios::binary) << *bytes;
-      std::printf("wrote %s (%zu bytes)\n", p.c_str(), bytes->size());
+      std::printf("wrote %s (%zu bytes)\n", p.string().c_str(), bytes->size());
     }
   }
   return stale == 0 ? 0 : 1;

@@ -74,8 +74,9 @@ TEST_CASE("a checkpoint save killed after any operation leaves the old or the ne
     checkpoint_store s(fe, dir, keep);
     REQUIRE(s.save(baton::crash::checkpoint_at(new_step)));
     ops = fe.op_count();
-    // open, append, fsync, close, rename, fsync folder, remove the oldest.
-    REQUIRE(ops == 7);
+    // open, appends (the header, then the tensors: the writer streams), fsync, close, rename,
+    // fsync folder, remove the oldest.
+    REQUIRE(ops >= 7);
   }
 
   const std::string old_bytes = encoded(old_step);
