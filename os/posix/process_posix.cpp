@@ -24,6 +24,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "os/line_splitter.h"
 #include "os/posix/proc_stat.h"
 #include "os/process.h"
 
@@ -275,34 +276,17 @@ class process::impl : public std::enable_shared_from_this<impl> {
   }
 
   void on_read(error_code ec, std::size_t n) {
-    std::string_view data(chunk_.data(), n);
-    while (!data.empty() && !abandoned_) {
-      const auto nl = data.find('\n');
-      const auto piece = data.substr(0, nl);
-      if (!skipping_) {
-        const auto room = max_line_bytes - partial_.size();
-        partial_.append(piece.substr(0, room));
-        if (piece.size() > room) {
-          // Over the limit: hand out the cut line now, drop the rest up to the next newline.
-          deliver(make_error_code(boost::system::errc::message_size), partial_);
-          partial_.clear();
-          skipping_ = true;
-        }
-      }
-      if (nl == std::string_view::npos) break;
-      if (!skipping_) {
-        if (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();
-        deliver({}, partial_);
-      }
-      partial_.clear();
-      skipping_ = false;
-      data.remove_prefix(nl + 1);
-    }
+    splitter_.feed(std::string_view(chunk_.data(), n),
+                   [this](const error_code& e, std::string_view line) {
+                     deliver(e, line);
+                     return !abandoned_;
+                   });
     if (abandoned_) return;
     if (ec) {
-      // A last line without newline is still a line.
-      if (!partial_.empty() && !skipping_) deliver({}, partial_);
-      partial_.clear();
+      splitter_.finish([this](const error_code& e, std::string_view line) {
+        deliver(e, line);
+        return true;
+      });
       auto h = std::exchange(on_line_, nullptr);
       if (h) h(ec, {});
       return;
@@ -329,8 +313,7 @@ class process::impl : public std::enable_shared_from_this<impl> {
   bool abandoned_ = false;
 
   std::array<char, 64 * 1024> chunk_{};
-  std::string partial_;
-  bool skipping_ = false;
+  line_splitter splitter_{max_line_bytes};
   line_handler on_line_;
   exit_handler on_exit_;
   std::deque<std::pair<std::string, write_handler>> writes_;

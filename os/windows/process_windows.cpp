@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 
+#include "os/line_splitter.h"
 #include "os/process.h"
 
 namespace baton::os {
@@ -353,33 +354,17 @@ class process::impl : public std::enable_shared_from_this<impl> {
   }
 
   void on_read(error_code ec, std::size_t n) {
-    std::string_view data(chunk_.data(), n);
-    while (!data.empty() && !abandoned_) {
-      const auto nl = data.find('\n');
-      const auto piece = data.substr(0, nl);
-      if (!skipping_) {
-        const auto room = max_line_bytes - partial_.size();
-        partial_.append(piece.substr(0, room));
-        if (piece.size() > room) {
-          deliver(make_error_code(boost::system::errc::message_size), partial_);
-          partial_.clear();
-          skipping_ = true;
-        }
-      }
-      if (nl == std::string_view::npos) break;
-      if (!skipping_) {
-        // The C runtime writes "\r\n" for every '\n' in text mode.
-        if (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();
-        deliver({}, partial_);
-      }
-      partial_.clear();
-      skipping_ = false;
-      data.remove_prefix(nl + 1);
-    }
+    splitter_.feed(std::string_view(chunk_.data(), n),
+                   [this](const error_code& e, std::string_view line) {
+                     deliver(e, line);
+                     return !abandoned_;
+                   });
     if (abandoned_) return;
     if (ec) {
-      if (!partial_.empty() && !skipping_) deliver({}, partial_);
-      partial_.clear();
+      splitter_.finish([this](const error_code& e, std::string_view line) {
+        deliver(e, line);
+        return true;
+      });
       auto h = std::exchange(on_line_, nullptr);
       if (h) h(ec, {});
       return;
@@ -409,8 +394,7 @@ class process::impl : public std::enable_shared_from_this<impl> {
   bool killed_ = false;
 
   std::array<char, 64 * 1024> chunk_{};
-  std::string partial_;
-  bool skipping_ = false;
+  line_splitter splitter_{max_line_bytes};
   line_handler on_line_;
   exit_handler on_exit_;
   std::deque<std::pair<std::string, write_handler>> writes_;
