@@ -105,6 +105,10 @@ int run_job(const run_options& o, cli_context& ctx) {
     for (const auto& why : loaded->rejected) ctx.err << "warning: " << why << "\n";
     record = std::move(loaded->record);
     if (record.state == job_state::paused) record.state = job_state::queued;
+    if (is_terminal(record.state) && !o.json) {
+      ctx.err << "job " << id << " already " << to_string(record.state) << " in "
+              << store.state_dir().string() << "; add --fresh to run it again\n";
+    }
     if (!o.json && record.checkpoint_step > 0 && !is_terminal(record.state)) {
       ctx.err << "resuming job " << id << " from step " << record.checkpoint_step << "\n";
     }
