@@ -19,6 +19,7 @@ import random
 import struct
 import sys
 import threading
+import time
 
 PROTOCOL_VERSION = 1
 EXIT_STOPPED = 3
@@ -221,6 +222,10 @@ def main():
         w = [wi - lr * g / n for wi, g in zip(w, gw)]
         b = [b[0] - lr * gb / n]
         step += 1
+        # A real training step takes milliseconds to seconds; this one is microseconds of
+        # arithmetic. Pausing keeps the example's timeline realistic next to the supervisor's
+        # memory sampling (memory.poll_ms), so its soft limit lands mid-shard as it would.
+        time.sleep(0.004)
         if leak_mib > 0:  # the leak, touched so resident memory really grows
             leaked.append(bytearray(b"\x01" * int(leak_mib * 1024 * 1024)))
         send({"type": "progress", "step": step, "total_steps": total_steps,
