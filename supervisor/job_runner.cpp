@@ -274,6 +274,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void spawn(std::optional<std::int64_t> max_steps) {
+    // Escapees killed after earlier workers were re-parented to us (subreaper); collect their
+    // exit status so a long-running supervisor does not accumulate zombies. Never touches a
+    // process that spawn() started: those belong to their `process` objects.
+    (void)os::reap_orphans();
     const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
     shard_record shard;
     shard.index = static_cast<std::int64_t>(record.shards.size());
