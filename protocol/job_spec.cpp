@@ -830,15 +830,7 @@ result<job_spec> load_job_spec(env& e, const fs::path& file) {
   auto spec = parse_job_spec(*text, where.parent_path());
   if (!spec) {
     // Every line names the file, compiler style, so each one stands alone in a log.
-    std::vector<std::string> lines;
-    const std::string message = spec.error().message;  // error() returns a copy
-    std::string_view rest = message;
-    while (!rest.empty()) {
-      const auto nl = rest.find('\n');
-      lines.emplace_back(rest.substr(0, nl));
-      rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
-    }
-    return make_error(join_lines(lines, file.string() + ": "));
+    return prefix_lines(file.string() + ": ", spec.error());
   }
   return spec;
 }

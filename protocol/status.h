@@ -30,8 +30,7 @@ class error_exception : public std::runtime_error {
 };
 
 // Found by ADL from boost::system::result<T, error>::value().
-[[noreturn]] inline void throw_exception_from_error(const error& e,
-                                                    const boost::source_location&) {
+[[noreturn]] inline void throw_exception_from_error(const error& e, const boost::source_location&) {
   throw error_exception(e);
 }
 
@@ -46,6 +45,23 @@ inline error make_error(std::string message) {
 // Prefixes the message of a failed result with context ("checkpoint x: " + message).
 inline error with_context(const std::string& context, const error& e) {
   return make_error(context + ": " + e.message);
+}
+
+// Prefixes every line of a multi-line error (one problem per line) with `prefix`, compiler
+// style ("job.json: training.epochs: ..."), so each line stands alone in a log.
+inline error prefix_lines(const std::string& prefix, const error& e) {
+  std::string out;
+  std::size_t start = 0;
+  const std::string& m = e.message;
+  while (start < m.size()) {
+    const auto nl = m.find('\n', start);
+    if (!out.empty()) out += '\n';
+    out += prefix;
+    out.append(m, start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return make_error(std::move(out));
 }
 
 }  // namespace baton

@@ -230,16 +230,7 @@ result<daemon_settings> load_daemon_settings(env& e, const fs::path& file) {
   if (!text) return with_context("cannot read settings file", text.error());
   auto s = parse_daemon_settings(*text, where.parent_path());
   if (!s) {
-    std::vector<std::string> lines;
-    const std::string message = s.error().message;
-    std::size_t start = 0;
-    while (start < message.size()) {
-      const auto nl = message.find('\n', start);
-      lines.push_back(message.substr(start, nl == std::string::npos ? nl : nl - start));
-      if (nl == std::string::npos) break;
-      start = nl + 1;
-    }
-    return make_error(join_lines(lines, file.string() + ": "));
+    return prefix_lines(file.string() + ": ", s.error());
   }
   return s;
 }
