@@ -12,6 +12,7 @@
 #include <span>
 
 #include "os/env.h"
+#include "protocol/document_file.h"
 #include "protocol/json_guard.h"
 
 namespace baton::protocol {
@@ -820,19 +821,7 @@ result<job_spec> parse_job_spec(std::string_view text, const fs::path& base_dir)
 }
 
 result<job_spec> load_job_spec(env& e, const fs::path& file) {
-  // Paths in the job resolve against its folder; make that absolute so the spec means the same
-  // thing to a supervisor running in another working directory.
-  std::error_code ec;
-  const fs::path absolute = fs::absolute(file, ec);
-  const fs::path& where = ec ? file : absolute;
-  auto text = e.read_file(where);
-  if (!text) return with_context("cannot read job file", text.error());
-  auto spec = parse_job_spec(*text, where.parent_path());
-  if (!spec) {
-    // Every line names the file, compiler style, so each one stands alone in a log.
-    return prefix_lines(file.string() + ": ", spec.error());
-  }
-  return spec;
+  return load_document(e, file, "job file", parse_job_spec);
 }
 
 status check_job_files(env& e, const job_spec& spec) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "os/env.h"
+#include "protocol/document_file.h"
 #include "protocol/json_guard.h"
 
 namespace baton::supervisor {
@@ -223,16 +224,7 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
 }
 
 result<daemon_settings> load_daemon_settings(env& e, const fs::path& file) {
-  std::error_code ec;
-  const fs::path absolute = fs::absolute(file, ec);
-  const fs::path& where = ec ? file : absolute;
-  auto text = e.read_file(where);
-  if (!text) return with_context("cannot read settings file", text.error());
-  auto s = parse_daemon_settings(*text, where.parent_path());
-  if (!s) {
-    return prefix_lines(file.string() + ": ", s.error());
-  }
-  return s;
+  return protocol::load_document(e, file, "settings file", parse_daemon_settings);
 }
 
 nlohmann::json to_json(const daemon_settings& s) {
