@@ -1,10 +1,10 @@
 // The bad-input matrix for job files, with `baton validate` semantics (load_job_spec, then
 // check_job_files). Each tests/data/bad_jobs/NN-name.json has the exact error text it must give in
 // NN-name.expected, where `{dir}/a/b.json` stands for that file in the absolute folder of the data
-// files, spelled as the platform spells it (`\` on Windows). Inputs too big or too deep to commit
-// are generated here into a mem_env. To add a case: write the .json, run this test with
-// BATON_WRITE_EXPECTED=1 to create its missing .expected, then read that file and only commit it
-// if every line is the message a user should get.
+// files and `{root}/a/b` for /a/b on that folder's drive, spelled as the platform spells them.
+// Inputs too big or too deep to commit are generated here into a mem_env. To add a case: write the
+// .json, run this test with BATON_WRITE_EXPECTED=1 to create its missing .expected, then read that
+// file and only commit it if every line is the message a user should get.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "os/env.h"
@@ -65,22 +66,37 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// Each `{dir}/rel/path` (up to a space, ':' or line end) becomes data_dir / rel/path, natively.
-std::string expand_dir(const std::string& text) {
-  const std::string token = "{dir}/";
+// Each `{dir}/rel/path` (up to a space, ':' or line end) becomes data_dir / rel/path, and each
+// `{root}/abs/path` the same path under the root of data_dir's drive: a path that starts with '/'
+// is absolute on POSIX but only drive-relative on Windows, so it lands on the job file's drive.
+std::string expand_paths(const std::string& text) {
+  const std::pair<std::string, fs::path> tokens[] = {{"{dir}/", data_dir},
+                                                     {"{root}/", data_dir.root_path()}};
   std::string out;
   std::size_t at = 0;
-  for (auto hit = text.find(token); hit != std::string::npos; hit = text.find(token, at)) {
+  while (true) {
+    std::size_t hit = std::string::npos;
+    const std::pair<std::string, fs::path>* token = nullptr;
+    for (const auto& t : tokens) {
+      const auto h = text.find(t.first, at);
+      if (h < hit) {
+        hit = h;
+        token = &t;
+      }
+    }
+    if (token == nullptr) break;
     out += text.substr(at, hit - at);
-    const auto rel_start = hit + token.size();
+    const auto rel_start = hit + token->first.size();
     const auto rel_end = std::min(text.find_first_of(" :\n", rel_start), text.size());
-    out += (data_dir / text.substr(rel_start, rel_end - rel_start)).lexically_normal().string();
+    out +=
+        (token->second / text.substr(rel_start, rel_end - rel_start)).lexically_normal().string();
     at = rel_end;
   }
   return out + text.substr(at);
 }
 
-// The inverse, for writing a new .expected file: separators inside each path token become '/'.
+// The inverse for {dir}, for writing a new .expected file ({root} is written by hand): separators
+// inside each path token become '/'.
 std::string to_placeholders(const std::string& actual) {
   std::string out = replace_all(actual, data_dir.string(), "{dir}");
   for (auto hit = out.find("{dir}"); hit != std::string::npos; hit = out.find("{dir}", hit + 1)) {
@@ -137,7 +153,7 @@ TEST_CASE("every bad job file gives its exact expected error", "[unit]") {
       FAIL_CHECK("missing " << expected_file.filename().string() << "; actual error:\n" << actual);
       continue;
     }
-    const std::string expected = expand_dir(strip_final_newline(read(expected_file)));
+    const std::string expected = expand_paths(strip_final_newline(read(expected_file)));
     CHECK(actual == expected);
   }
 }
