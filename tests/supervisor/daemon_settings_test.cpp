@@ -124,3 +124,23 @@ TEST_CASE("log level names round trip", "[unit][daemon_settings]") {
   }
   CHECK_FALSE(parse_log_level("INFO"));
 }
+
+TEST_CASE("control_port: 0 to 65535, named in every error", "[unit][daemon_settings]") {
+  auto s = parse_daemon_settings(R"({"control_port": 0})", "/base");
+  REQUIRE(s);
+  CHECK(s->control_port == 0);
+  s = parse_daemon_settings(R"({"control_port": 65535})", "/base");
+  REQUIRE(s);
+  CHECK(s->control_port == 65535);
+  s = parse_daemon_settings(R"({"control_port": null})", "/base");
+  REQUIRE(s);
+  CHECK_FALSE(s->control_port);
+  CHECK(to_json(*s).at("control_port").is_null());
+  for (const char* bad : {"-1", "65536", "8080.5", "\"8080\"", "true", "1e30"}) {
+    INFO(bad);
+    CHECK_THAT(error_of(std::string(R"({"control_port": )") + bad + "}"),
+               Catch::Contains("control_port: expected a port from 0 to 65535"));
+  }
+  CHECK_THAT(error_of(R"({"control_prot": 1})"),
+             Catch::Contains("control_prot: unknown key; did you mean \"control_port\"?"));
+}
