@@ -56,7 +56,7 @@ TEST_CASE("every bad field is named, all at once", "[unit][control_endpoint]") {
   CHECK_THAT(e, Catch::Contains("pid: expected a positive integer, got -1"));
   CHECK_THAT(e, Catch::Contains("extra: unknown key"));
 
-  for (const json port : {json(65536), json(-5), json("80"), json(80.5), json(nullptr)}) {
+  for (const json& port : {json(65536), json(-5), json("80"), json(80.5), json(nullptr)}) {
     auto p = good_doc();
     p["port"] = port;
     INFO(p.dump());
@@ -68,7 +68,7 @@ TEST_CASE("every bad field is named, all at once", "[unit][control_endpoint]") {
 }
 
 TEST_CASE("a bad token is rejected without being echoed", "[unit][control_endpoint]") {
-  for (const json t : {json(std::string(63, 'c') + "Z"), json(std::string(62, 'c')), json(5)}) {
+  for (const json& t : {json(std::string(63, 'c') + "Z"), json(std::string(62, 'c')), json(5)}) {
     auto d = good_doc();
     d["token"] = t;
     const auto e = error_of(d.dump());

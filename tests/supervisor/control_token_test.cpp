@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 #include <set>
+#include <string>
+#include <vector>
 
 using namespace baton::supervisor;
 
@@ -58,8 +60,8 @@ TEST_CASE("check_bearer accepts only the expected token", "[unit][control_token]
   CHECK(missing->status == 401);
   CHECK_THAT(missing->message, Catch::Contains("missing Authorization header"));
 
-  for (const std::string v :
-       {"Basic dXNlcjpwYXNz", "Bearer", "Bearer" + good, "", "Token " + good}) {
+  for (const std::string& v : std::vector<std::string>{"Basic dXNlcjpwYXNz", "Bearer",
+                                                       "Bearer" + good, "", "Token " + good}) {
     auto e = check_bearer(v, good);
     INFO(v);
     REQUIRE(e);
@@ -67,8 +69,9 @@ TEST_CASE("check_bearer accepts only the expected token", "[unit][control_token]
     CHECK_THAT(e->message, Catch::Contains("not a Bearer credential"));
   }
   const std::string wrong = std::string(63, 'a') + "b";
-  for (const std::string v : {"Bearer " + wrong, "Bearer " + good + "a", "Bearer ",
-                              "Bearer " + std::string(good.begin(), good.end() - 1)}) {
+  for (const std::string& v :
+       std::vector<std::string>{"Bearer " + wrong, "Bearer " + good + "a", "Bearer ",
+                                "Bearer " + std::string(good.begin(), good.end() - 1)}) {
     auto e = check_bearer(v, good);
     INFO(v);
     REQUIRE(e);
