@@ -612,6 +612,12 @@ status daemon::start() {
   auto& m = *impl_;
   if (m.options.settings.state_dir.empty()) return make_error("daemon: no state directory set");
   if (m.options.settings.socket.empty()) return make_error("daemon: no socket path set");
+  if (m.options.settings.control_port &&
+      native_control_transport() != control_transport::tcp_loopback) {
+    return make_error(
+        "control_port: only used where the control API is loopback TCP (Windows); here it is the "
+        "Unix socket `socket`");
+  }
   if (m.options.become_subreaper) {
     if (auto s = os::become_subreaper(); !s) {
       m.log(log_level::warning, "cannot become subreaper: " + s.error().message);
@@ -622,11 +628,6 @@ status daemon::start() {
   so.socket_path = m.options.settings.socket;
   so.group = m.options.settings.socket_group;
   if (m.options.settings.control_port) {
-    if (so.transport != control_transport::tcp_loopback) {
-      return make_error(
-          "control_port: only used where the control API is loopback TCP (Windows); here it is "
-          "the Unix socket `socket`");
-    }
     so.port = static_cast<std::uint16_t>(*m.options.settings.control_port);
   }
   so.log = [weak = std::weak_ptr<impl>(impl_)](const std::string& message) {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/private_file_checks.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -36,18 +38,7 @@ TEST_CASE("a private file is written whole and readable only by its owner and ad
   CHECK(read(file) == "second\n");
   CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);
 
-  auto access = baton::os::describe_file_access(file);
-  REQUIRE(access);
-#ifdef _WIN32
-  // Protected (no inherited ACEs): SYSTEM, Administrators and our own user, nobody else.
-  INFO(*access);
-  CHECK(access->rfind("D:P", 0) == 0);
-  CHECK_THAT(*access, Catch::Contains("(A;;FA;;;SY)") && Catch::Contains("(A;;FA;;;BA)"));
-  CHECK_THAT(*access, !Catch::Contains(";;;WD)") && !Catch::Contains(";;;BU)") &&
-                          !Catch::Contains(";;;AU)") && !Catch::Contains("ID;"));
-#else
-  CHECK(*access == "mode 0600");
-#endif
+  baton::testing::check_private_file_access(file);
   fs::remove_all(dir);
 }
 

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "os/private_file.h"
 #include "supervisor/control_client.h"
 #include "supervisor/control_endpoint.h"
 #include "supervisor/control_server.h"
+#include "support/private_file_checks.h"
 
 using namespace baton::supervisor;
 namespace fs = std::filesystem;
@@ -115,13 +115,7 @@ TEST_CASE("tcp: requests with the endpoint file's token are served", "[unit][con
   CHECK_THAT(srv.server.description(),
              Catch::Contains("127.0.0.1:" + std::to_string(endpoint->port)) &&
                  Catch::Contains(file.string()));
-  auto access = baton::os::describe_file_access(file);
-  REQUIRE(access);
-#ifdef _WIN32
-  CHECK(access->rfind("D:P", 0) == 0);
-#else
-  CHECK(*access == "mode 0600");
-#endif
+  baton::testing::check_private_file_access(file);
 
   CHECK(must_call(file, "GET", "/v1/health").status == 200);
   auto list = must_call(file, "GET", "/v1/jobs");
@@ -182,7 +176,7 @@ TEST_CASE("tcp: a wrong or missing token gets 401 and reaches no handler", "[uni
   fs::remove_all(dir);
 }
 
-TEST_CASE("tcp: a live daemon keeps its endpoint file; a stale one is replaced",
+TEST_CASE("tcp: a live daemon keeps its endpoint file, a stale one is replaced",
           "[unit][control_tcp]") {
   const auto dir = scratch("stale");
   const auto file = dir / "control-endpoint.json";

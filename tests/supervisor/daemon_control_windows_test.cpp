@@ -11,10 +11,10 @@
 #include <sstream>
 #include <thread>
 
-#include "os/private_file.h"
 #include "os/process.h"
 #include "supervisor/control_client.h"
 #include "supervisor/control_endpoint.h"
+#include "support/private_file_checks.h"
 #include "support/run_process.h"
 
 namespace fs = std::filesystem;
@@ -121,11 +121,7 @@ TEST_CASE("windows daemon: endpoint file, 401, submit and wait through the clien
   REQUIRE(endpoint);
   CHECK(endpoint->address == "127.0.0.1");
   CHECK(endpoint->port != 0);
-  auto access = baton::os::describe_file_access(d.endpoint_file());
-  REQUIRE(access);
-  INFO("endpoint file DACL: " << *access);
-  CHECK(access->rfind("D:P", 0) == 0);
-  CHECK_THAT(*access, Catch::Contains("(A;;FA;;;SY)") && Catch::Contains("(A;;FA;;;BA)"));
+  baton::testing::check_private_file_access(d.endpoint_file());
 
   auto list = baton_cli({"list", "--socket", file}, err);
   INFO(read_text(err));
