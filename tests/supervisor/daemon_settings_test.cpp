@@ -28,7 +28,7 @@ TEST_CASE("an empty settings object gives every default", "[unit][daemon_setting
   CHECK_FALSE(s->default_soft_limit_mib);
 }
 
-TEST_CASE("every field is read; relative paths resolve against the file's folder",
+TEST_CASE("every field is read, relative paths resolve against the file's folder",
           "[unit][daemon_settings]") {
   auto s = parse_daemon_settings(R"({
     "state_dir": "state/../jobs", "socket": "/run/baton/b.sock", "socket_group": "baton",
