@@ -416,3 +416,14 @@ TEST_CASE("status JSON adds live progress, limits, peak RSS and the leak rate", 
   CHECK(idle.at("step") == 40);
   CHECK(idle.at("hard_limit_mib").is_null());
 }
+
+TEST_CASE("control_port is refused where the control API is a Unix socket", "[unit][daemon]") {
+  fixture f("control-port");
+  f.options.settings.control_port = 8080;
+  auto d = std::make_unique<baton::supervisor::daemon>(f.io, baton::env::default_env(), f.options);
+  auto s = d->start();
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::Contains("control_port: only used where the control API "
+                                                "is loopback TCP (Windows)"));
+  CHECK_FALSE(fs::exists(f.dir / "s.sock"));
+}
