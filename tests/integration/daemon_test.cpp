@@ -333,7 +333,7 @@ TEST_CASE("with max_workers 1 the second job waits queued until the first ends",
   REQUIRE(d.wait(10s));
 }
 
-TEST_CASE("SIGKILL of the daemon takes its workers along; a new daemon finishes the job",
+TEST_CASE("SIGKILL of the daemon takes its workers along, and a new daemon finishes the job",
           "[integration][daemon]") {
   const auto dir = scratch("sigkill");
   const auto err = dir / "client.err";

@@ -123,7 +123,7 @@ TEST_CASE("a leaking worker under a soft limit is recycled and ends with the sam
   fs::remove_all(dir);
 }
 
-TEST_CASE("a hard limit kills at once; later workers stop in time and the weights match",
+TEST_CASE("a hard limit kills at once, later workers stop in time and the weights match",
           "[integration][builtin_worker]") {
   const auto dir = scratch("hard");
   auto job = small_job("hard");
@@ -231,7 +231,7 @@ TEST_CASE("a hung worker is killed as stalled and the job fails after max_failur
   fs::remove_all(dir);
 }
 
-TEST_CASE("Ctrl-C checkpoints and stops; the same command resumes to the same weights",
+TEST_CASE("Ctrl-C checkpoints and stops, and the same command resumes to the same weights",
           "[integration][builtin_worker]") {
   const auto dir = scratch("interrupt");
   auto job = small_job("interrupt");

@@ -286,7 +286,7 @@ TEST_CASE("recovery: creation order, paused kept, damaged records failed", "[uni
   CHECK(f.state(early) == "completed");
 }
 
-TEST_CASE("resume runs a paused job again; other states answer 409", "[unit][daemon]") {
+TEST_CASE("resume runs a paused job again, other states answer 409", "[unit][daemon]") {
   fixture f("resume", 1);
   baton::env& e = baton::env::default_env();
   job_store store(e, f.options.settings.state_dir);

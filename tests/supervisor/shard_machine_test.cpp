@@ -128,7 +128,7 @@ TEST_CASE("job complete", "[unit][shard_machine]") {
   CHECK(is_terminal(d.s.phase));
 }
 
-TEST_CASE("soft limit: stop, grace, then kill; a recycle is not a failure",
+TEST_CASE("soft limit: stop, grace, then kill, and a recycle is not a failure",
           "[unit][shard_machine]") {
   driver d;
   d.run_worker(0);
@@ -298,7 +298,7 @@ TEST_CASE("an invalid checkpoint kills the worker as a crash", "[unit][shard_mac
   CHECK(d.s.failures == 1);
 }
 
-TEST_CASE("exit 0 without done is a crash; spawn failures count", "[unit][shard_machine]") {
+TEST_CASE("exit 0 without done is a crash and spawn failures count", "[unit][shard_machine]") {
   driver d;
   d.cfg.restart.max_failures = 2;
   d.run_worker(0);

@@ -99,7 +99,7 @@ TEST_CASE("state round trip continues the stream exactly, cached normal included
   for (int i = 0; i < 10; ++i) CHECK(a.next() == b.next());
 }
 
-TEST_CASE("below is in range and unbiased; shuffle_indices is a permutation", "[unit]") {
+TEST_CASE("below is in range and unbiased, shuffle_indices is a permutation", "[unit]") {
   rng r(11);
   CHECK(r.below(1) == 0);
   std::array<int, 3> counts{};
