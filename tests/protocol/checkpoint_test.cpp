@@ -406,7 +406,7 @@ TEST_CASE("dtype names and sizes follow safetensors", "[unit][checkpoint]") {
 
 // Found by fuzz_checkpoint (regressions/fuzz_checkpoint/crash-b38f2529...): a header starting
 // with a non-ASCII byte put that raw byte into the error text, which must stay valid UTF-8.
-TEST_CASE("header syntax errors quote undecodable bytes as \\xNN", "[unit][checkpoint]") {
+TEST_CASE("header syntax errors quote undecodable bytes as hex escapes", "[unit][checkpoint]") {
   const std::string e = decode_error(le64(2) + std::string("\xf7\0", 2));
   CHECK_THAT(e, Catch::EndsWith("invalid literal; last read: '\\xf7'"));
   CHECK_NOTHROW(nlohmann::json(e).dump());

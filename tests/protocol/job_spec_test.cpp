@@ -579,7 +579,7 @@ TEST_CASE("long non-ASCII values in errors are shortened on a character boundary
 // Found by fuzz_job_spec (regressions/fuzz_job_spec/crash-3f506352...): syntax errors quoted the
 // raw bytes nlohmann last read, so invalid UTF-8 in a job file became invalid UTF-8 in the
 // error, which the control API and job records carry as JSON. They are shown as \xNN.
-TEST_CASE("syntax errors quote undecodable bytes as \\xNN", "[unit][job_spec]") {
+TEST_CASE("syntax errors quote undecodable bytes as hex escapes", "[unit][job_spec]") {
   const auto r = parse_job_spec("[[\xff\x01", base);
   REQUIRE_FALSE(r);
   CHECK(r.error().message ==

@@ -197,7 +197,7 @@ TEST_CASE("supervisor messages reject worker types", "[unit][messages]") {
 // Found by fuzz_worker_message (regressions/fuzz_worker_message/crash-acfa3ad9...): nlohmann's
 // parse error quotes the raw bytes it last read, so a garbage line put invalid UTF-8 into the
 // error text, which then makes a strict JSON dump (job records) throw. They are shown as \xNN.
-TEST_CASE("errors quote undecodable bytes of a line as \\xNN", "[unit][messages]") {
+TEST_CASE("errors quote undecodable bytes of a line as hex escapes", "[unit][messages]") {
   const std::string e = worker_error("{\"type\":\"error\",\"message\":\"out o\xc6\xc6\x01\"}");
   CHECK(e ==
         "not JSON: invalid JSON at byte 33: parse error at line 1, column 34: syntax error while "

@@ -231,7 +231,7 @@ TEST_CASE("error responses are JSON objects with an error field", "[unit][contro
 
 // Found with fuzz_api_request's UTF-8 invariant: method, target and JSON errors echoed raw bytes,
 // so an answer could carry invalid UTF-8 and control characters. They are shown as \xNN.
-TEST_CASE("raw bytes of a request are quoted as \\xNN in errors", "[unit][control_api]") {
+TEST_CASE("raw bytes of a request are quoted as hex escapes in errors", "[unit][control_api]") {
   check_error(parse("G\xffT", "/v1/health"), 405,
               "method G\\xffT not allowed on /v1/health (allowed: GET)");
   check_error(parse("GET", "/v1/jobs/a\x01\xc3\xa9"), 400,
