@@ -1,8 +1,9 @@
 // Who is on the other end of a local socket, and the user/group facts needed to decide whether
 // to talk to them: the control server asks the kernel for a connected peer's identity (SO_PEERCRED
 // and SO_PEERGROUPS on Linux) rather than trusting anything the peer says. Also the few calls
-// that give the control socket file its group. Implementations:
-// os/posix/peer_credentials_posix.cpp.
+// that give the control socket file its group. Windows has none of this (and wine cannot open
+// AF_UNIX sockets): there the control API uses loopback TCP and a bearer token instead.
+// Implementations: os/posix/peer_credentials_posix.cpp, os/windows/peer_credentials_windows.cpp.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,14 @@ namespace baton::os {
 using native_socket_handle = std::uintptr_t;
 #else
 using native_socket_handle = int;
+#endif
+
+// Whether get_peer_credentials() can identify a peer here. It decides the control API's
+// transport: a Unix socket checked by credentials, else loopback TCP with a bearer token.
+#ifdef _WIN32
+inline constexpr bool peer_credentials_supported = false;
+#else
+inline constexpr bool peer_credentials_supported = true;
 #endif
 
 // The identity of a connected peer as the kernel recorded it at connect() time.

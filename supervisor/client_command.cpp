@@ -31,7 +31,9 @@ struct client_options {
 
 void add_socket_option(CLI::App* cmd, client_options& o) {
   cmd->add_option("--socket", o.socket,
-                  "Daemon control socket (default: $BATON_SOCKET, else the per-user default)");
+                  "Daemon control socket; on Windows its control endpoint file (default: "
+                  "$BATON_SOCKET, else the per-user default; Windows: "
+                  "%ProgramData%\\baton\\control-endpoint.json)");
 }
 
 std::string fixed(double v, int digits) {

@@ -1,7 +1,7 @@
 // The client verbs of `baton` that talk to a running daemon over its control socket: submit,
-// list, status, logs, cancel and wait. Each is one or a few control_client calls; the socket is
-// --socket, else $BATON_SOCKET, else default_socket_path(). The human views are pure functions
-// of the API's JSON so they are tested without a daemon.
+// list, status, logs, cancel and wait. Each is one or a few control_client calls; the socket (on
+// Windows the control endpoint file) is --socket, else $BATON_SOCKET, else default_socket_path().
+// The human views are pure functions of the API's JSON so they are tested without a daemon.
 #pragma once
 
 #include <filesystem>

@@ -1,6 +1,7 @@
 #include "supervisor/control_client.h"
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -13,23 +14,29 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using local = asio::local::stream_protocol;
+using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
 namespace {
 
 // One exchange on a private io_context. Asynchronous inside so a single basic_stream deadline
-// bounds connect, write and read together.
+// bounds connect, write and read together. `where` names the daemon in every message.
+template <class Protocol>
 class exchange {
  public:
-  exchange(const std::filesystem::path& path, http::request<http::string_body> request,
-           std::chrono::milliseconds timeout)
-      : path_(path), stream_(io_), request_(std::move(request)), timeout_(timeout) {}
+  exchange(typename Protocol::endpoint endpoint, std::string where, std::string not_running_hint,
+           http::request<http::string_body> request, std::chrono::milliseconds timeout)
+      : endpoint_(std::move(endpoint)),
+        where_(std::move(where)),
+        not_running_hint_(std::move(not_running_hint)),
+        stream_(io_),
+        request_(std::move(request)),
+        timeout_(timeout) {}
 
   result<api_response> run() {
     parser_.body_limit(max_response_bytes);
     stream_.expires_after(timeout_);
-    stream_.async_connect(local::endpoint(path_.string()),
-                          [this](error_code ec) { on_connect(ec); });
+    stream_.async_connect(endpoint_, [this](error_code ec) { on_connect(ec); });
     io_.run();
     if (failure_) return *failure_;
     return to_response();
@@ -41,15 +48,14 @@ class exchange {
       std::string hint;
       if (ec == asio::error::not_found || ec == boost::system::errc::no_such_file_or_directory ||
           ec == asio::error::connection_refused) {
-        hint = " (is `baton serve` running?)";
+        hint = not_running_hint_;
       } else if (ec == asio::error::access_denied || ec == boost::system::errc::permission_denied) {
         hint = " (is your user in the daemon's group?)";
       } else if (ec == beast::error::timeout) {
-        return fail("cannot connect to baton daemon at " + path_.string() + ": timed out after " +
+        return fail("cannot connect to baton daemon at " + where_ + ": timed out after " +
                     std::to_string(timeout_.count()) + " ms");
       }
-      return fail("cannot connect to baton daemon at " + path_.string() + ": " + ec.message() +
-                  hint);
+      return fail("cannot connect to baton daemon at " + where_ + ": " + ec.message() + hint);
     }
     http::async_write(stream_, request_, [this](error_code wec, std::size_t) { on_write(wec); });
   }
@@ -67,14 +73,14 @@ class exchange {
     if (ec == beast::error::timeout) return timed_out();
     if (ec) {
       const auto& cause = write_error_ ? write_error_ : ec;
-      return fail("talking to baton daemon at " + path_.string() + ": " + cause.message());
+      return fail("talking to baton daemon at " + where_ + ": " + cause.message());
     }
     error_code ignored;
-    stream_.socket().shutdown(local::socket::shutdown_both, ignored);
+    stream_.socket().shutdown(Protocol::socket::shutdown_both, ignored);
   }
 
   void timed_out() {
-    fail("baton daemon at " + path_.string() + " did not answer within " +
+    fail("baton daemon at " + where_ + " did not answer within " +
          std::to_string(timeout_.count()) + " ms");
   }
 
@@ -90,16 +96,18 @@ class exchange {
     }
     auto body = parse_json_limited(res.body());
     if (!body) {
-      return make_error("baton daemon at " + path_.string() + " sent a malformed answer (HTTP " +
+      return make_error("baton daemon at " + where_ + " sent a malformed answer (HTTP " +
                         std::to_string(out.status) + "): " + body.error().message);
     }
     out.body = std::move(*body);
     return out;
   }
 
-  std::filesystem::path path_;
+  typename Protocol::endpoint endpoint_;
+  std::string where_;
+  std::string not_running_hint_;
   asio::io_context io_;
-  beast::basic_stream<local> stream_;
+  beast::basic_stream<Protocol> stream_;
   http::request<http::string_body> request_;
   std::chrono::milliseconds timeout_;
   beast::flat_buffer buffer_;
@@ -108,33 +116,83 @@ class exchange {
   std::optional<error> failure_;
 };
 
-}  // namespace
-
-result<api_response> call(const std::filesystem::path& socket_path, std::string_view method,
-                          std::string_view target, const nlohmann::json& body,
-                          std::chrono::milliseconds timeout) {
-  if (socket_path.native().size() > 107) {
-    return make_error("socket path " + socket_path.string() + " is too long for a Unix socket (" +
-                      std::to_string(socket_path.native().size()) + " bytes, at most 107)");
-  }
+http::request<http::string_body> make_request(std::string_view method, std::string_view target,
+                                              const nlohmann::json& body,
+                                              const std::string& token) {
   http::request<http::string_body> request;
   request.method_string(method);
   request.target(target);
   request.version(11);
   request.set(http::field::host, "localhost");
   request.set(http::field::user_agent, "baton-cli");
+  if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
   request.keep_alive(false);
   if (!body.is_null()) {
     request.set(http::field::content_type, "application/json");
     request.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   request.prepare_payload();
+  return request;
+}
+
+template <class Protocol>
+result<api_response> run_exchange(typename Protocol::endpoint endpoint, const std::string& where,
+                                  const std::string& not_running_hint,
+                                  http::request<http::string_body> request,
+                                  std::chrono::milliseconds timeout) {
   try {
-    exchange x(socket_path, std::move(request), timeout);
+    exchange<Protocol> x(std::move(endpoint), where, not_running_hint, std::move(request), timeout);
     return x.run();
   } catch (const std::exception& e) {  // allocation failure inside Asio: a boundary, not a crash
-    return make_error("talking to baton daemon at " + socket_path.string() + ": " + e.what());
+    return make_error("talking to baton daemon at " + where + ": " + e.what());
   }
+}
+
+result<api_response> call_unix(const std::filesystem::path& socket_path, std::string_view method,
+                               std::string_view target, const nlohmann::json& body,
+                               std::chrono::milliseconds timeout) {
+  if (socket_path.native().size() > 107) {
+    return make_error("socket path " + socket_path.string() + " is too long for a Unix socket (" +
+                      std::to_string(socket_path.native().size()) + " bytes, at most 107)");
+  }
+  return run_exchange<local>(local::endpoint(socket_path.string()), socket_path.string(),
+                             " (is `baton serve` running?)", make_request(method, target, body, {}),
+                             timeout);
+}
+
+}  // namespace
+
+result<api_response> call_tcp(const control_endpoint& endpoint, const std::string& origin,
+                              std::string_view method, std::string_view target,
+                              const nlohmann::json& body, std::chrono::milliseconds timeout) {
+  error_code ec;
+  const auto address = asio::ip::make_address_v4(endpoint.address, ec);
+  if (ec || !address.is_loopback()) {
+    return make_error(origin + ": address " + endpoint.address + " is not IPv4 loopback");
+  }
+  const std::string where =
+      endpoint.address + ":" + std::to_string(endpoint.port) + " (from " + origin + ")";
+  return run_exchange<tcp>(tcp::endpoint(address, endpoint.port), where,
+                           " (is `baton serve` running? the endpoint file may be left over from "
+                           "a daemon that was killed)",
+                           make_request(method, target, body, endpoint.token), timeout);
+}
+
+result<api_response> call(control_transport transport, const std::filesystem::path& path,
+                          std::string_view method, std::string_view target,
+                          const nlohmann::json& body, std::chrono::milliseconds timeout) {
+  if (transport == control_transport::unix_socket) {
+    return call_unix(path, method, target, body, timeout);
+  }
+  auto endpoint = load_control_endpoint(path);
+  if (!endpoint) return endpoint.error();
+  return call_tcp(*endpoint, "endpoint file " + path.string(), method, target, body, timeout);
+}
+
+result<api_response> call(const std::filesystem::path& path, std::string_view method,
+                          std::string_view target, const nlohmann::json& body,
+                          std::chrono::milliseconds timeout) {
+  return call(native_control_transport(), path, method, target, body, timeout);
 }
 
 }  // namespace baton::supervisor::control_client

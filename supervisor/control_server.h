@@ -1,13 +1,18 @@
-// The control server listens on the supervisor's Unix socket (like Docker's API: curl
-// --unix-socket PATH http://localhost/v1/health) and hands every authorised request to the
-// daemon's api_handler on the io thread. Security is layered: the socket file is 0660 in a 0750
-// folder (optionally owned by a group), and every connection's kernel-reported credentials must be
-// our own uid, root, or a member of the allowed group, else it gets 403. The server owns the
-// acceptor and a weak list of its sessions; the caller owns the io_context and the handler.
+// The control server listens for the supervisor's control API and hands every authorised request
+// to the daemon's api_handler on the io thread. Two transports (protocol/README.md says why):
+// - unix_socket (Linux, like Docker's API: curl --unix-socket PATH http://localhost/v1/health).
+//   The socket file is 0660 in a 0750 folder (optionally owned by a group), and every
+//   connection's kernel-reported credentials must be our own uid, root, or a member of the
+//   allowed group, else it gets 403.
+// - tcp_loopback (Windows, where there are no peer credentials and wine has no AF_UNIX): bound to
+//   127.0.0.1 only, with a fresh 256-bit token written to an endpoint file only Administrators,
+//   SYSTEM, our account and the group can read; a request without that token gets 401.
+// The server owns its listener (control_listener.h); the caller owns the io_context and handler.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -23,15 +28,29 @@ class io_context;
 
 namespace baton::supervisor {
 
-// Where `baton serve` listens and `baton` connects when not told otherwise: /run/baton for root
-// (systemd's RuntimeDirectory), $XDG_RUNTIME_DIR/baton or /tmp/baton-<uid> for a user daemon.
+enum class control_transport { unix_socket, tcp_loopback };
+
+// This platform's transport: unix_socket where the OS reports peer credentials, else
+// tcp_loopback (Windows).
+control_transport native_control_transport();
+
+// Where `baton serve` listens and `baton` connects when not told otherwise. Unix socket: /run/baton
+// for root (systemd's RuntimeDirectory), $XDG_RUNTIME_DIR/baton or /tmp/baton-<uid> for a user
+// daemon. Windows: the endpoint file %ProgramData%\baton\control-endpoint.json (arguments unused).
 std::filesystem::path default_socket_path(std::uint32_t uid, const char* xdg_runtime_dir);
 
+class control_listener;
+
 struct control_server_options {
+  control_transport transport = native_control_transport();
+  // unix_socket: the socket. tcp_loopback: the endpoint file (control_endpoint.h).
   std::filesystem::path socket_path;
-  // A group whose members may use the API: the socket (and a folder we create) get this group,
-  // and peers whose primary or supplementary groups include it are let in. Unset: our uid and
-  // root only. start() fails with a clear error when the group does not exist.
+  // tcp_loopback only: the port on 127.0.0.1; 0 lets the OS pick a free one.
+  std::uint16_t port = 0;
+  // A group whose members may use the API. Unix socket: the socket (and a folder we create) get
+  // this group, and peers whose primary or supplementary groups include it are let in. TCP: the
+  // group may read the endpoint file. Unset: our account and root/Administrators/SYSTEM only.
+  // start() fails with a clear error when the group does not exist.
   std::optional<std::string> group;
   std::chrono::milliseconds read_timeout{10000};
   std::size_t max_sessions = 64;  // serving connections; more get 503
@@ -47,21 +66,26 @@ class control_server {
   control_server(const control_server&) = delete;
   control_server& operator=(const control_server&) = delete;
 
-  // Creates the folder if missing, replaces a stale socket (one nobody answers on), binds, sets
-  // modes and group, and starts accepting. Fails if a live daemon answers on the path.
+  // Creates the folder if missing, replaces a stale socket or endpoint file (one nobody answers
+  // on), binds, sets access (modes and group; the endpoint file's DACL), and starts accepting.
+  // Fails if a live daemon answers on the path.
   status start();
 
-  // Closes the acceptor and every session, and removes the socket file if start() created it.
-  // Call on the io thread (asio::post it) or while the io_context is not running.
+  // Closes the acceptor and every session, and removes the socket or endpoint file if start()
+  // created it. Call on the io thread (asio::post it) or while the io_context is not running.
   void stop();
 
   const std::filesystem::path& socket_path() const;
+  // For logs: "unix socket /run/baton/baton.sock" or "127.0.0.1:50123 (endpoint file ...)".
+  std::string description() const;
+  // tcp_loopback after start(): the bound port. 0 otherwise.
+  std::uint16_t port() const;
   // Sessions currently open (serving and refusing). Io thread only, like stop().
   std::size_t session_count() const;
 
  private:
-  struct impl;
-  std::shared_ptr<impl> impl_;
+  control_server_options options_;
+  std::unique_ptr<control_listener> listener_;
 };
 
 }  // namespace baton::supervisor

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "supervisor/control_token.h"
+
 namespace baton::supervisor {
 
 namespace asio = boost::asio;
@@ -18,8 +20,6 @@ using error_code = boost::system::error_code;
 control_session::~control_session() = default;
 
 namespace {
-
-using stream_type = beast::basic_stream<asio::local::stream_protocol>;
 
 bool is_http_parse_error(const error_code& ec) {
   return ec.category() == make_error_code(http::error::bad_method).category();
@@ -32,16 +32,19 @@ std::string render(const api_response& r) {
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+template <class Protocol>
 class http_session final : public control_session,
-                           public std::enable_shared_from_this<http_session> {
+                           public std::enable_shared_from_this<http_session<Protocol>> {
  public:
+  using socket_type = typename Protocol::socket;
+  using stream_type = beast::basic_stream<Protocol>;
+
   http_session(socket_type socket, api_handler* handler, std::optional<api_response> refusal,
-               std::uint32_t peer_uid, const session_limits& limits,
-               std::function<void()> on_closed)
+               session_auth auth, const session_limits& limits, std::function<void()> on_closed)
       : stream_(std::move(socket)),
         handler_(handler),
         refusal_(std::move(refusal)),
-        peer_uid_(peer_uid),
+        auth_(std::move(auth)),
         limits_(limits),
         on_closed_(std::move(on_closed)) {}
 
@@ -58,7 +61,7 @@ class http_session final : public control_session,
     // Start on the stream's executor: the caller may be an accept handler on the same strand-less
     // io_context, but going through dispatch keeps the threading rule in one place.
     asio::dispatch(stream_.get_executor(),
-                   beast::bind_front_handler(&http_session::do_read, shared_from_this()));
+                   beast::bind_front_handler(&http_session::do_read, this->shared_from_this()));
   }
 
   void close() override {
@@ -73,7 +76,7 @@ class http_session final : public control_session,
     parser_->header_limit(static_cast<std::uint32_t>(limits_.header_limit));
     stream_.expires_after(limits_.read_timeout);
     http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&http_session::on_read, shared_from_this()));
+                     beast::bind_front_handler(&http_session::on_read, this->shared_from_this()));
   }
 
   void on_read(error_code ec, std::size_t) {
@@ -99,10 +102,19 @@ class http_session final : public control_session,
 
       auto& request = parser_->get();
       if (refusal_) return answer(*refusal_, false, request.version());
+      if (!auth_.bearer_token.empty()) {
+        const auto field = request.find(http::field::authorization);
+        std::optional<std::string_view> presented;
+        if (field != request.end()) presented = std::string_view(field->value());
+        if (auto denied = check_bearer(presented, auth_.bearer_token)) {
+          // Closed after the answer: a client guessing tokens pays a connection per guess.
+          return answer(error_response(*denied), false, request.version());
+        }
+      }
       const bool keep_alive = request.keep_alive();
       const unsigned version = request.version();
       api_request req{std::string(request.method_string()), std::string(request.target()),
-                      std::move(request.body()), peer_uid_};
+                      std::move(request.body()), auth_.peer_uid};
       answer(dispatch(req), keep_alive, version);
     } catch (const std::exception&) {
       shut_down();  // out of memory or similar: drop this client, keep the daemon
@@ -129,12 +141,13 @@ class http_session final : public control_session,
     response_.result(static_cast<unsigned>(status));
     response_.set(http::field::server, "baton");
     response_.set(http::field::content_type, "application/json");
+    if (status == 401) response_.set(http::field::www_authenticate, "Bearer realm=\"baton\"");
     response_.keep_alive(keep_alive);
     response_.body() = render(r);
     response_.prepare_payload();
     stream_.expires_after(limits_.read_timeout);
     http::async_write(stream_, response_,
-                      beast::bind_front_handler(&http_session::on_write, shared_from_this()));
+                      beast::bind_front_handler(&http_session::on_write, this->shared_from_this()));
   }
 
   void on_write(error_code ec, std::size_t) {
@@ -154,30 +167,62 @@ class http_session final : public control_session,
   http::response<http::string_body> response_;  // alive until async_write completes
   api_handler* handler_;
   std::optional<api_response> refusal_;
-  std::uint32_t peer_uid_;
+  session_auth auth_;
   session_limits limits_;
   std::function<void()> on_closed_;
 };
 
-}  // namespace
-
-std::shared_ptr<control_session> control_session::serve(socket_type socket, api_handler& handler,
-                                                        std::uint32_t peer_uid,
-                                                        const session_limits& limits,
-                                                        std::function<void()> on_closed) {
-  auto s = std::make_shared<http_session>(std::move(socket), &handler, std::nullopt, peer_uid,
-                                          limits, std::move(on_closed));
+template <class Protocol>
+std::shared_ptr<control_session> start_serving(typename Protocol::socket socket,
+                                               api_handler& handler, session_auth auth,
+                                               const session_limits& limits,
+                                               std::function<void()> on_closed) {
+  auto s = std::make_shared<http_session<Protocol>>(std::move(socket), &handler, std::nullopt,
+                                                    std::move(auth), limits, std::move(on_closed));
   s->run();
   return s;
 }
 
-std::shared_ptr<control_session> control_session::refuse(socket_type socket, api_response refusal,
-                                                         const session_limits& limits,
-                                                         std::function<void()> on_closed) {
-  auto s = std::make_shared<http_session>(std::move(socket), nullptr, std::move(refusal), 0, limits,
-                                          std::move(on_closed));
+template <class Protocol>
+std::shared_ptr<control_session> start_refusing(typename Protocol::socket socket,
+                                                api_response refusal, const session_limits& limits,
+                                                std::function<void()> on_closed) {
+  auto s = std::make_shared<http_session<Protocol>>(std::move(socket), nullptr, std::move(refusal),
+                                                    session_auth{}, limits, std::move(on_closed));
   s->run();
   return s;
+}
+
+}  // namespace
+
+std::shared_ptr<control_session> control_session::serve(unix_socket socket, api_handler& handler,
+                                                        session_auth auth,
+                                                        const session_limits& limits,
+                                                        std::function<void()> on_closed) {
+  return start_serving<asio::local::stream_protocol>(std::move(socket), handler, std::move(auth),
+                                                     limits, std::move(on_closed));
+}
+
+std::shared_ptr<control_session> control_session::serve(tcp_socket socket, api_handler& handler,
+                                                        session_auth auth,
+                                                        const session_limits& limits,
+                                                        std::function<void()> on_closed) {
+  return start_serving<asio::ip::tcp>(std::move(socket), handler, std::move(auth), limits,
+                                      std::move(on_closed));
+}
+
+std::shared_ptr<control_session> control_session::refuse(unix_socket socket, api_response refusal,
+                                                         const session_limits& limits,
+                                                         std::function<void()> on_closed) {
+  return start_refusing<asio::local::stream_protocol>(std::move(socket), std::move(refusal), limits,
+                                                      std::move(on_closed));
+}
+
+std::shared_ptr<control_session> control_session::refuse(tcp_socket socket, api_response refusal,
+                                                         const session_limits& limits,
+                                                         std::function<void()> on_closed) {
+  return start_refusing<asio::ip::tcp>(std::move(socket), std::move(refusal), limits,
+                                       std::move(on_closed));
 }
 
 }  // namespace baton::supervisor

@@ -1,17 +1,21 @@
-// One accepted connection to the control socket. A session reads HTTP/1.1 requests under a size
-// limit and a deadline, routes each through parse_api_request to the daemon's api_handler and
-// writes the JSON answer, keeping the connection alive while the client asks for it. A refusing
-// session (403 for a stranger, 503 past the session limit) reads one request, answers it with the
-// refusal and closes. Sessions own themselves through their pending operations; the server
-// only keeps weak references so that stop() can close them. Beast lives in the .cpp only.
+// One accepted connection to the control API, over a Unix socket or loopback TCP (one template
+// in the .cpp, instantiated for both). A session reads HTTP/1.1 requests under a size limit and a
+// deadline, checks the bearer token when the transport needs one (TCP), routes each request
+// through parse_api_request to the daemon's api_handler and writes the JSON answer, keeping the
+// connection alive while the client asks for it. A refusing session (403 for a stranger, 503 past
+// the session limit) reads one request, answers it with the refusal and closes. Sessions own
+// themselves through their pending operations; the server only keeps weak references so that
+// stop() can close them. Beast lives in the .cpp only.
 #pragma once
 
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "supervisor/control_api.h"
 
@@ -25,21 +29,35 @@ struct session_limits {
   std::size_t header_limit = 64 * 1024;
 };
 
+// Who the server decided the peer is, and what every request must still prove.
+struct session_auth {
+  std::uint32_t peer_uid = 0;  // passed to the handler in api_request
+  // Non-empty: every request needs `Authorization: Bearer <token>` with this token, else it is
+  // answered 401 and the connection closed (check_bearer in control_token.h).
+  std::string bearer_token;
+};
+
 class control_session {
  public:
-  using socket_type = boost::asio::local::stream_protocol::socket;
+  using unix_socket = boost::asio::local::stream_protocol::socket;
+  using tcp_socket = boost::asio::ip::tcp::socket;
 
   // Serves requests on `socket` until the client closes, times out or sends something that
   // cannot be answered on the same connection. `on_closed` runs exactly once, on the io thread,
   // when the session is gone. `handler` must outlive the session.
-  static std::shared_ptr<control_session> serve(socket_type socket, api_handler& handler,
-                                                std::uint32_t peer_uid,
-                                                const session_limits& limits,
+  static std::shared_ptr<control_session> serve(unix_socket socket, api_handler& handler,
+                                                session_auth auth, const session_limits& limits,
+                                                std::function<void()> on_closed);
+  static std::shared_ptr<control_session> serve(tcp_socket socket, api_handler& handler,
+                                                session_auth auth, const session_limits& limits,
                                                 std::function<void()> on_closed);
 
   // Reads one request, answers it with `refusal` whatever it asked, and closes. Reading first
   // means the client always gets the answer instead of a broken pipe on its write.
-  static std::shared_ptr<control_session> refuse(socket_type socket, api_response refusal,
+  static std::shared_ptr<control_session> refuse(unix_socket socket, api_response refusal,
+                                                 const session_limits& limits,
+                                                 std::function<void()> on_closed);
+  static std::shared_ptr<control_session> refuse(tcp_socket socket, api_response refusal,
                                                  const session_limits& limits,
                                                  std::function<void()> on_closed);
 

@@ -411,9 +411,9 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     } else {
       auto& cur = options.settings;
       if (s->state_dir != cur.state_dir || s->socket != cur.socket ||
-          s->socket_group != cur.socket_group) {
+          s->socket_group != cur.socket_group || s->control_port != cur.control_port) {
         log(log_level::warning,
-            "reload: state_dir, socket and socket_group take effect only on restart");
+            "reload: state_dir, socket, socket_group and control_port take effect only on restart");
       }
       cur.max_workers = s->max_workers;
       cur.level = s->level;
@@ -621,6 +621,14 @@ status daemon::start() {
   control_server_options so;
   so.socket_path = m.options.settings.socket;
   so.group = m.options.settings.socket_group;
+  if (m.options.settings.control_port) {
+    if (so.transport != control_transport::tcp_loopback) {
+      return make_error(
+          "control_port: only used where the control API is loopback TCP (Windows); here it is "
+          "the Unix socket `socket`");
+    }
+    so.port = static_cast<std::uint16_t>(*m.options.settings.control_port);
+  }
   so.log = [weak = std::weak_ptr<impl>(impl_)](const std::string& message) {
     if (auto self = weak.lock()) self->log(log_level::warning, message);
   };
@@ -633,7 +641,7 @@ status daemon::start() {
     return with_context("recovering jobs", s.error());
   }
   if (m.options.handle_signals) m.install_signals();
-  m.log(log_level::info, "serving on " + m.options.settings.socket.string() + " (max_workers " +
+  m.log(log_level::info, "serving on " + m.server->description() + " (max_workers " +
                              std::to_string(m.options.settings.max_workers) + ")");
   m.start_next();
   if (m.options.hooks.on_ready) m.options.hooks.on_ready();

@@ -11,6 +11,7 @@
 #include "os/env.h"
 #include "protocol/document_file.h"
 #include "protocol/json_guard.h"
+#include "supervisor/control_server.h"
 
 namespace baton::supervisor {
 
@@ -24,8 +25,9 @@ constexpr std::size_t max_settings_depth = 16;
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr std::size_t max_socket_path = 107;
 
-constexpr std::array<std::string_view, 6> top_keys = {
-    "state_dir", "socket", "socket_group", "max_workers", "default_memory", "log_level"};
+constexpr std::array<std::string_view, 7> top_keys = {
+    "state_dir",   "socket",         "socket_group", "control_port",
+    "max_workers", "default_memory", "log_level"};
 constexpr std::array<std::string_view, 2> memory_keys = {"soft_limit_mib", "hard_limit_mib"};
 constexpr std::array<std::string_view, 4> level_names = {"error", "warning", "info", "debug"};
 
@@ -175,7 +177,9 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
 
   c.path_field(*doc, "state_dir", s.state_dir);
   c.path_field(*doc, "socket", s.socket);
-  if (!s.socket.empty() && s.socket.native().size() > max_socket_path) {
+  // On Windows `socket` names the endpoint file, an ordinary file with no such limit.
+  if (native_control_transport() == control_transport::unix_socket && !s.socket.empty() &&
+      s.socket.native().size() > max_socket_path) {
     c.fail("socket", "path is " + std::to_string(s.socket.native().size()) +
                          " bytes; Unix sockets allow at most " + std::to_string(max_socket_path));
   }
@@ -184,6 +188,18 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
       c.fail("socket_group", "expected a group name or null, got " + describe(*it));
     } else {
       s.socket_group = it->get<std::string>();
+    }
+  }
+  if (const auto it = doc->find("control_port"); it != doc->end() && !it->is_null()) {
+    // 0 is allowed here (unlike positive_int): it asks the OS for any free port.
+    const bool integral = it->is_number_integer() || it->is_number_unsigned();
+    if (!integral || (it->is_number_integer() && it->get<std::int64_t>() < 0) ||
+        (it->is_number_unsigned() && it->get<std::uint64_t>() > max_control_port) ||
+        (it->is_number_integer() && it->get<std::int64_t>() > max_control_port)) {
+      c.fail("control_port", "expected a port from 0 to " + std::to_string(max_control_port) +
+                                 " (0: any free port), got " + describe(*it));
+    } else {
+      s.control_port = static_cast<int>(it->get<std::int64_t>());
     }
   }
   if (const auto it = doc->find("max_workers"); it != doc->end()) {
@@ -232,6 +248,7 @@ nlohmann::json to_json(const daemon_settings& s) {
   return {{"state_dir", s.state_dir.string()},
           {"socket", s.socket.string()},
           {"socket_group", opt(s.socket_group)},
+          {"control_port", opt(s.control_port)},
           {"max_workers", s.max_workers},
           {"default_memory",
            {{"soft_limit_mib", opt(s.default_soft_limit_mib)},

@@ -26,11 +26,16 @@ std::string_view to_string(log_level l);
 result<log_level> parse_log_level(std::string_view s);
 
 inline constexpr int max_max_workers = 1024;
+inline constexpr int max_control_port = 65535;
 
 struct daemon_settings {
   std::filesystem::path state_dir;  // empty: os::default_state_dir()
-  std::filesystem::path socket;     // empty: default_socket_path(uid, $XDG_RUNTIME_DIR)
+  // The control socket, or on Windows the control endpoint file (control_endpoint.h).
+  std::filesystem::path socket;  // empty: default_socket_path(uid, $XDG_RUNTIME_DIR)
   std::optional<std::string> socket_group;
+  // Windows only (loopback TCP): the port on 127.0.0.1; unset or 0 lets the OS pick one, which
+  // clients learn from the endpoint file. Set on Linux, the daemon refuses to start.
+  std::optional<int> control_port;
   int max_workers = 1;  // jobs running at once; training already uses every core by default
   // Given to a job whose `memory` names neither limit. A job that sets one keeps its own.
   std::optional<std::int64_t> default_soft_limit_mib;

@@ -1,12 +1,13 @@
-// Windows has no uids or SO_PEERCRED. The control API on Windows must use a transport with its
-// own access control (a named pipe with a security descriptor); until that exists, every call
-// here says so instead of pretending to check anything.
+// Windows has no uids or SO_PEERCRED. The control API on Windows uses loopback TCP with a bearer
+// token kept in a file only Administrators, SYSTEM and the daemon's account can read
+// (os/private_file.h); every call here says it is unsupported instead of pretending to check.
 #include "os/peer_credentials.h"
 
 namespace baton::os {
 
 result<peer_credentials> get_peer_credentials(native_socket_handle) {
-  return make_error("peer credentials: not supported on Windows (use the named-pipe transport)");
+  return make_error(
+      "peer credentials: not supported on Windows (the control API uses a bearer token here)");
 }
 
 // No uid on Windows; 0 only labels the daemon's own identity in status output.
