@@ -194,7 +194,10 @@ std::string windows_command_line(const std::vector<std::string>& argv) {
 os::service_install_options service_install_options_for(const service_install_request& r) {
   os::service_install_options o;
   o.name = r.name;
-  o.display_name = r.display_name.empty() ? default_display_name : r.display_name;
+  // Display names must be unique too: a second service gets its name added.
+  o.display_name = !r.display_name.empty() ? r.display_name
+                   : r.name == "baton"     ? std::string(default_display_name)
+                                       : std::string(default_display_name) + " (" + r.name + ")";
   o.description = description;
   o.command_line = windows_command_line(service_argv(r));
   for (const auto d : service_restart_delays) {
@@ -218,7 +221,8 @@ void add_service_command(CLI::App& app, cli_context& ctx) {
       "5 s, 10 s and 30 s after failures (run elevated)");
   inst->add_option("--name", i->name, "Service name (default baton)");
   inst->add_option("--display-name", i->display_name,
-                   "Name shown in services.msc (default: baton training supervisor)");
+                   "Name shown in services.msc (default: baton training supervisor, plus the "
+                   "service name if that is not baton)");
   inst->add_option("--settings", i->settings_file,
                    "Daemon settings file the service reads (checked now; see DAEMON.md)");
   inst->add_option("--state-dir", i->state_dir,

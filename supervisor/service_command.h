@@ -21,7 +21,7 @@ void add_service_command(CLI::App& app, cli_context& ctx);
 // folder, so a relative path would name something else there.
 struct service_install_request {
   std::string name = "baton";
-  std::string display_name;  // empty: "baton training supervisor"
+  std::string display_name;  // empty: "baton training supervisor" (+ " (NAME)" unless baton)
   std::string baton_exe;
   std::string settings_file;  // empty: none
   std::string state_dir;      // empty: the settings file's

@@ -284,10 +284,15 @@ status install_service(const service_install_options& o,
                                  nullptr /* LocalSystem */, nullptr));
   if (!svc) {
     const DWORD e = ::GetLastError();
-    if (e == ERROR_SERVICE_EXISTS || e == ERROR_DUPLICATE_SERVICE_NAME) {
+    if (e == ERROR_SERVICE_EXISTS) {
       return make_error("a service named " + o.name +
                         " exists already (`baton service uninstall --name " + o.name +
                         "` removes it): " + win::error_text(e));
+    }
+    if (e == ERROR_DUPLICATE_SERVICE_NAME) {
+      return make_error("another service already uses the name or display name \"" +
+                        win::narrow(display) +
+                        "\" (choose another --display-name): " + win::error_text(e));
     }
     return win::os_error("cannot create service " + o.name, e);
   }

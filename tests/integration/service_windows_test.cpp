@@ -74,8 +74,9 @@ unsigned field(const std::string& text, const std::string& key) {
   const auto at = text.find(key);
   if (at == std::string::npos) return 0;
   const auto colon = text.find(':', at);
-  return colon == std::string::npos ? 0u
-                                    : static_cast<unsigned>(std::stoul(text.substr(colon + 1)));
+  return colon == std::string::npos
+             ? 0u
+             : static_cast<unsigned>(std::stoul(text.substr(colon + 1), nullptr, 0));
 }
 
 sc_status sc_query(const std::string& name) {
@@ -297,4 +298,65 @@ TEST_CASE("a service that cannot start stops with a service-specific exit code a
   CHECK(down.win32_exit == 1066);  // ERROR_SERVICE_SPECIFIC_ERROR
   CHECK(down.service_exit == 2);   // baton's exit_invalid
   CHECK(read_text(log).find("max_workers") != std::string::npos);
+}
+
+TEST_CASE("a slow drain keeps the service STOP_PENDING with an advancing checkpoint",
+          "[integration][service]") {
+  const auto dir = scratch("slow-drain");
+  const auto err = dir / "stderr.log";
+  const auto log = dir / "service.log";
+  const auto settings = dir / "settings.json";
+  const auto endpoint = (dir / "control-endpoint.json").string();
+  write_settings(settings, {{"state_dir", (dir / "state").string()}, {"socket", endpoint}});
+  installed_service svc(unique_name("drain"), err);
+  const auto inst =
+      run_baton({"service", "install", "--name", svc.name(), "--settings", settings.string(),
+                 "--log-file", log.string(), "--worker", BATON_WORKER_EXE},
+                err);
+  INFO("stderr: " << read_text(err));
+  REQUIRE(inst.code == 0);
+  svc.mark_installed();
+  REQUIRE(run({sc_exe(), "start", svc.name()}).code == 0);
+  REQUIRE(wait_for_state(svc.name(), running).state == running);
+
+  // A worker that hangs at step 3 and ignores the stop request: the daemon waits out its 12 s
+  // grace before killing it, and all that time the SCM must hear that the stop progresses.
+  auto job = json::parse(read_text(write_job(dir, "hang", 4, 16)));
+  job["debug"] = {{"hang_at_step", 3}};
+  job["worker"] = {{"stop_grace_ms", 12000}};
+  std::ofstream(dir / "hang.json") << job.dump(2);
+  const auto sub =
+      run_baton({"submit", "--socket", endpoint, "--json", (dir / "hang.json").string()}, err);
+  REQUIRE(sub.code == 0);
+  const auto id = json::parse(sub.out).at("id").get<std::string>();
+  bool live = false;
+  for (int i = 0; i < 300 && !live; ++i) {
+    const auto st = run_baton({"status", id, "--socket", endpoint, "--json"}, err);
+    live = st.code == 0 && json::parse(st.out).at("live").is_object();
+    if (!live) std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(live);
+  std::this_thread::sleep_for(500ms);  // let it reach the hang
+
+  REQUIRE(run({sc_exe(), "stop", svc.name()}).code == 0);
+  unsigned max_checkpoint = 0, max_wait_hint_s = 0;
+  const auto start = std::chrono::steady_clock::now();
+  sc_status s;
+  while (std::chrono::steady_clock::now() - start < 90s) {
+    s = sc_query(svc.name());
+    if (!s.found || s.state == stopped) break;
+    CHECK(s.state == 3);  // STOP_PENDING
+    max_checkpoint = std::max(max_checkpoint, field(s.text, "CHECKPOINT"));
+    max_wait_hint_s = std::max(max_wait_hint_s, field(s.text, "WAIT_HINT") / 1000);
+    std::this_thread::sleep_for(250ms);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  INFO("sc query: " << s.text << "\nservice log:\n" << read_text(log));
+  REQUIRE(s.state == stopped);
+  CHECK(s.win32_exit == 0);
+  CHECK(took >= 10s);  // the grace was waited out, not cut short
+  // 1: the request, 2: the daemon's stopping(), 3: its first extend, then one every 5 s.
+  CHECK(max_checkpoint >= 4);
+  CHECK(max_wait_hint_s >= 25);  // 12 s grace (or the 10 s floor) + 15 s margin
+  CHECK(read_text(log).find("job " + id + ": stopped at checkpoint step") != std::string::npos);
 }

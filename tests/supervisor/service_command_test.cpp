@@ -139,11 +139,13 @@ TEST_CASE("the service runs serve --service with every path it was given", "[uni
   CHECK(o.restart_delays == std::vector<std::chrono::milliseconds>{5s, 10s, 30s});
   CHECK(o.reset_period == 24h);
 
+  // The SCM wants display names unique as well.
   r.name = "baton-gpu";
+  const auto second = service_install_options_for(r);
+  CHECK(second.name == "baton-gpu");
+  CHECK(second.display_name == "baton training supervisor (baton-gpu)");
   r.display_name = "baton (GPU box)";
-  const auto named = service_install_options_for(r);
-  CHECK(named.name == "baton-gpu");
-  CHECK(named.display_name == "baton (GPU box)");
+  CHECK(service_install_options_for(r).display_name == "baton (GPU box)");
 }
 
 TEST_CASE("service names the SCM would refuse are caught first", "[unit][service]") {
