@@ -60,6 +60,10 @@ struct service_install_options {
 status install_service(const service_install_options& o,
                        const std::function<void(const std::string&)>& warn);
 
+// Sends SERVICE_CONTROL_PARAMCHANGE: a running `baton serve --service` re-reads its settings
+// file, as SIGHUP does under systemd.
+status reload_service(const std::string& name);
+
 // Stops the service (its workers checkpoint first; `progress` hears what it is waiting for)
 // unless it is stopped already, then deletes it. Gives up on a service that stops advancing its
 // checkpoint (os::stop_wait) or takes longer than `timeout`, and leaves it installed then.

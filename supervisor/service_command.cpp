@@ -210,8 +210,8 @@ os::service_install_options service_install_options_for(const service_install_re
 void add_service_command(CLI::App& app, cli_context& ctx) {
   auto* cmd = app.add_subcommand(
       "service",
-      "Install or remove baton as a Windows service (`baton serve --service`); on Linux use the "
-      "systemd unit in deploy/systemd");
+      "Install, reload or remove baton as a Windows service (`baton serve --service`); on Linux "
+      "use the systemd unit in deploy/systemd");
   cmd->require_subcommand(1);
 
   auto i = std::make_shared<install_options>();
@@ -233,6 +233,26 @@ void add_service_command(CLI::App& app, cli_context& ctx) {
                    "baton-worker executable (default: baton-worker.exe next to baton.exe)");
   inst->callback([i, &ctx] {
     if (supported(ctx)) ctx.exit_code = install(*i, ctx);
+  });
+
+  auto rl = std::make_shared<std::string>("baton");
+  auto* reload = cmd->add_subcommand(
+      "reload", "Ask the running service to re-read its settings file (as SIGHUP does on Linux)");
+  reload->add_option("--name", *rl, "Service name (default baton)");
+  reload->callback([rl, &ctx] {
+    if (!supported(ctx)) return;
+    if (auto s = check_service_name(*rl); !s) {
+      ctx.err << "baton service reload: --name: " << s.error().message << "\n";
+      ctx.exit_code = exit_usage;
+      return;
+    }
+    if (auto s = os::reload_service(*rl); !s) {
+      ctx.err << "baton service reload: " << s.error().message << "\n";
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    ctx.out << "asked service " << *rl << " to reload its settings (see its log)\n";
+    ctx.exit_code = exit_ok;
   });
 
   auto u = std::make_shared<uninstall_options>();

@@ -1,6 +1,7 @@
-// `baton service install|uninstall`: registers `baton serve --service` with the Windows Service
-// Control Manager (auto start, LocalSystem, restart on failure after 5 s, 10 s, 30 s, failures
-// forgotten after a day) or stops and removes it. The service's command line is built here from
+// `baton service install|reload|uninstall`: registers `baton serve --service` with the Windows
+// Service Control Manager (auto start, LocalSystem, restart on failure after 5 s, 10 s, 30 s,
+// failures forgotten after a day), sends it a parameter change (settings reload), or stops and
+// removes it. The service's command line is built here from
 // plain data, so what the SCM will run is tested on every platform; os/service_host.h does the
 // Win32 calls. Elsewhere the verb explains that systemd runs baton and exits 2.
 #pragma once

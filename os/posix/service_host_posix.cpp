@@ -23,6 +23,8 @@ status install_service(const service_install_options&,
   return unsupported("installing a Windows service");
 }
 
+status reload_service(const std::string&) { return unsupported("reloading a Windows service"); }
+
 status uninstall_service(const std::string&, std::chrono::seconds,
                          const std::function<void(const std::string&)>&) {
   return unsupported("removing a Windows service");

@@ -337,6 +337,31 @@ status install_service(const service_install_options& o,
   return {};
 }
 
+status reload_service(const std::string& name) {
+  std::unique_ptr<sc_handle> manager;
+  auto m = open_manager(SC_MANAGER_CONNECT, manager);
+  if (!m) return m.error();
+  const auto wname = win::widen(name);
+  // PARAMCHANGE is one of the controls SERVICE_PAUSE_CONTINUE grants.
+  sc_handle svc(::OpenServiceW(manager->get(), wname.c_str(), SERVICE_PAUSE_CONTINUE));
+  if (!svc) {
+    const DWORD e = ::GetLastError();
+    if (e == ERROR_SERVICE_DOES_NOT_EXIST) {
+      return make_error("no service named " + name + " is installed: " + win::error_text(e));
+    }
+    return win::os_error("cannot open service " + name, e);
+  }
+  SERVICE_STATUS ignored{};
+  if (!::ControlService(svc.get(), SERVICE_CONTROL_PARAMCHANGE, &ignored)) {
+    const DWORD e = ::GetLastError();
+    if (e == ERROR_SERVICE_NOT_ACTIVE) {
+      return make_error("service " + name + " is not running: " + win::error_text(e));
+    }
+    return win::os_error("cannot ask service " + name + " to reload", e);
+  }
+  return {};
+}
+
 status uninstall_service(const std::string& name, std::chrono::seconds timeout,
                          const std::function<void(const std::string&)>& progress) {
   std::unique_ptr<sc_handle> manager;

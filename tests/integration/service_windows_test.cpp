@@ -208,6 +208,23 @@ TEST_CASE("baton serve --service: install, start, run jobs, drain on stop, resum
   CHECK(log_running.find("running as Windows service " + svc.name()) != std::string::npos);
   CHECK(log_running.find("serving on") != std::string::npos);
 
+  // A parameter change re-reads the settings file, as SIGHUP does under systemd. (Wine's sc.exe
+  // has no `control` verb, so `baton service reload` sends it.)
+  write_settings(settings, {{"state_dir", (dir / "state").string()},
+                            {"socket", endpoint},
+                            {"log_level", "debug"},
+                            {"max_workers", 2}});
+  const auto reload = run_baton({"service", "reload", "--name", svc.name()}, err);
+  INFO("stderr: " << read_text(err));
+  CHECK(reload.code == 0);
+  bool reloaded = false;
+  for (int i = 0; i < 100 && !reloaded; ++i) {
+    reloaded = read_text(log).find("reloaded settings: max_workers 2") != std::string::npos;
+    if (!reloaded) std::this_thread::sleep_for(100ms);
+  }
+  CHECK(reloaded);
+  CHECK(sc_query(svc.name()).state == running);
+
   // A job through the control API, run to completion by the service's worker.
   const auto submit = [&](const fs::path& job) {
     const auto r = run_baton({"submit", "--socket", endpoint, "--json", job.string()}, err);

@@ -173,6 +173,7 @@ TEST_CASE("without an SCM, baton service and serve --service point at systemd",
   for (const auto& args :
        std::vector<std::vector<std::string>>{{"service", "install"},
                                              {"service", "install", "--name", "x"},
+                                             {"service", "reload"},
                                              {"service", "uninstall"}}) {
     const auto r = run(args);
     CHECK(r.code == exit_invalid);
