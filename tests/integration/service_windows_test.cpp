@@ -40,6 +40,12 @@ std::string read_text(const fs::path& p) {
   return s.str();
 }
 
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 std::string sc_exe() {
   const auto root = baton::os::get_env("SystemRoot");
   return (fs::path(root && !root->empty() ? *root : "C:\\windows") / "system32" / "sc.exe")
@@ -278,12 +284,13 @@ TEST_CASE("baton serve --service: install, start, run jobs, drain on stop, resum
   wait_job(long_id);
   CHECK(read_text(log).find("recovered 2 jobs") != std::string::npos);
 
-  REQUIRE(run({sc_exe(), "stop", svc.name()}).code == 0);
-  CHECK(wait_for_state(svc.name(), stopped).state == stopped);
-
+  // Uninstalling a running service stops it first (the same drain) and waits for STOPPED.
   const auto un = run_baton({"service", "uninstall", "--name", svc.name()}, err);
+  INFO("uninstall: " << un.out << read_text(err));
   CHECK(un.code == 0);
+  CHECK(un.out.find("stopping service " + svc.name()) != std::string::npos);
   CHECK(un.out.find("removed service " + svc.name()) != std::string::npos);
+  CHECK(count(read_text(log), "info: stopped\n") == 2);
   svc.mark_removed();
   CHECK_FALSE(sc_query(svc.name()).found);
 }
