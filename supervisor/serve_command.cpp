@@ -219,7 +219,7 @@ int serve(const serve_options& o, cli_context& ctx, os::service_session* session
   d.settings = *settings;
   d.worker_exe = o.worker.empty() ? find_worker_executable(e) : fs::path(o.worker);
   if (!d.worker_exe.empty() && !e.file_exists(d.worker_exe)) {
-    ctx.err << "worker executable " << d.worker_exe.string() << " does not exist\n";
+    out.line() << "worker executable " << d.worker_exe.string() << " does not exist" << std::endl;
     return exit_failure;
   }
   d.reload_settings = [&e, o] { return resolve_daemon_settings(e, o.settings_file, o.flags); };
