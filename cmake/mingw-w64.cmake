@@ -39,6 +39,15 @@ set(CMAKE_CXX_FLAGS_INIT
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
 set(CMAKE_CXX_STANDARD_LIBRARIES "-lws2_32 -lmswsock -lbcrypt -lntdll -lpsapi -ladvapi32")
 
+# FindOpenMP records the import library libgomp.dll.a by full path, which -static cannot override:
+# baton-worker.exe then needs libgomp-1.dll at run time and every worker dies with 0xC0000135
+# (DLL not found). Point it at the static archive instead.
+execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libgomp.a
+                OUTPUT_VARIABLE BATON_MINGW_GOMP OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(EXISTS "${BATON_MINGW_GOMP}")
+  set(OpenMP_gomp_LIBRARY ${BATON_MINGW_GOMP} CACHE FILEPATH "static libgomp (mingw -static)" FORCE)
+endif()
+
 # Tests (catch_discover_tests, ctest) run the .exe files through wine.
 set(CMAKE_CROSSCOMPILING_EMULATOR ${CMAKE_CURRENT_LIST_DIR}/mingw/wine-run.sh)
 

@@ -70,6 +70,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   add_status_command(app, ctx);
   add_logs_command(app, ctx);
   add_cancel_command(app, ctx);
+  add_resume_command(app, ctx);
   add_wait_command(app, ctx);
   add_service_command(app, ctx);
   try {

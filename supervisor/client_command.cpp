@@ -344,6 +344,28 @@ void add_cancel_command(CLI::App& app, cli_context& ctx) {
   });
 }
 
+void add_resume_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto* cmd = app.add_subcommand(
+      "resume", "Run a paused job again (the daemon pauses a job when the disk is full)");
+  cmd->add_option("ID", o->id, "Job id")->required();
+  add_socket_option(cmd, *o);
+  cmd->callback([o, &ctx] {
+    if (!is_valid_job_id(o->id)) {
+      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.exit_code = exit_usage;
+      return;
+    }
+    auto body = call(ctx, *o, "POST", "/v1/jobs/" + o->id + "/resume");
+    if (!body) {
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    ctx.out << "job " << o->id << ": " << str(*body, "state") << "\n";
+    ctx.exit_code = exit_ok;
+  });
+}
+
 void add_wait_command(CLI::App& app, cli_context& ctx) {
   auto o = std::make_shared<client_options>();
   auto timeout_s = std::make_shared<double>(0.0);

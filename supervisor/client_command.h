@@ -17,6 +17,7 @@ void add_list_command(CLI::App& app, cli_context& ctx);
 void add_status_command(CLI::App& app, cli_context& ctx);
 void add_logs_command(CLI::App& app, cli_context& ctx);
 void add_cancel_command(CLI::App& app, cli_context& ctx);
+void add_resume_command(CLI::App& app, cli_context& ctx);
 void add_wait_command(CLI::App& app, cli_context& ctx);
 
 // --socket if given, else $BATON_SOCKET, else the default path for this user.

@@ -34,8 +34,9 @@ bool is_valid_job_id(std::string_view id) {
 }
 
 std::string_view call_name(const api_call& call) {
-  static constexpr std::string_view names[] = {"submit", "list",   "status",
-                                               "logs",   "cancel", "health"};
+  static constexpr std::string_view names[] = {"submit", "list",   "status", "logs",
+                                               "cancel", "resume", "health"};
+  static_assert(std::size(names) == std::variant_size_v<api_call>);
   return names[call.index()];
 }
 
@@ -150,8 +151,8 @@ bool is_blank(std::string_view s) {
   return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
-// The five resources of the API; `id` is filled for the per-job ones.
-enum class route { health, jobs, job, job_logs, job_cancel };
+// The six resources of the API; `id` is filled for the per-job ones.
+enum class route { health, jobs, job, job_logs, job_cancel, job_resume };
 
 struct matched_route {
   route r;
@@ -167,6 +168,7 @@ std::optional<matched_route> match_route(std::string_view path) {
   if (seg.size() == 3) return matched_route{route::job, seg[2]};
   if (seg.size() == 4 && seg[3] == "logs") return matched_route{route::job_logs, seg[2]};
   if (seg.size() == 4 && seg[3] == "cancel") return matched_route{route::job_cancel, seg[2]};
+  if (seg.size() == 4 && seg[3] == "resume") return matched_route{route::job_resume, seg[2]};
   return std::nullopt;
 }
 
@@ -175,6 +177,7 @@ std::string_view allowed_methods(route r) {
     case route::jobs:
       return "GET, POST";
     case route::job_cancel:
+    case route::job_resume:
       return "POST";
     default:
       return "GET";
@@ -281,14 +284,15 @@ api_result<api_call> parse_api_request(const api_request& request) {
   const route r = matched->r;
 
   const auto& m = request.method;
+  const bool post_only = r == route::job_cancel || r == route::job_resume;
   const bool method_ok = (r == route::jobs && (m == "GET" || m == "POST")) ||
-                         (r == route::job_cancel && m == "POST") ||
-                         (r != route::jobs && r != route::job_cancel && m == "GET");
+                         (post_only && m == "POST") ||
+                         (r != route::jobs && !post_only && m == "GET");
   if (!method_ok) {
     return api_error{405, "method " + printable(m) + " not allowed on " + printable(path) +
                               " (allowed: " + std::string(allowed_methods(r)) + ")"};
   }
-  if (r == route::job || r == route::job_logs || r == route::job_cancel) {
+  if (r == route::job || r == route::job_logs || post_only) {
     if (!is_valid_job_id(matched->id)) {
       return bad_request("invalid job id '" + printable(matched->id) +
                          "': expected 1 to 80 characters of A-Z a-z 0-9 . _ - not starting "
@@ -312,7 +316,8 @@ api_result<api_call> parse_api_request(const api_request& request) {
       return status_call{id};
     case route::job_logs:
       return logs_call{id, *offset};
-    case route::job_cancel: {
+    case route::job_cancel:
+    case route::job_resume: {
       // No fields yet; an empty object is accepted so clients may always send JSON.
       if (!is_blank(request.body)) {
         auto doc = parse_json_limited(request.body);
@@ -322,6 +327,7 @@ api_result<api_call> parse_api_request(const api_request& request) {
                              " takes no request body (or an empty object)");
         }
       }
+      if (r == route::job_resume) return resume_call{id};
       return cancel_call{id};
     }
   }

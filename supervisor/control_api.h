@@ -51,10 +51,13 @@ struct logs_call {  // GET /v1/jobs/{id}/logs?offset=N
 struct cancel_call {  // POST /v1/jobs/{id}/cancel
   std::string id;
 };
+struct resume_call {  // POST /v1/jobs/{id}/resume: a paused job (disk full, say) runs again
+  std::string id;
+};
 struct health_call {};  // GET /v1/health
 
-using api_call =
-    std::variant<submit_call, list_call, status_call, logs_call, cancel_call, health_call>;
+using api_call = std::variant<submit_call, list_call, status_call, logs_call, cancel_call,
+                              resume_call, health_call>;
 
 // A rejected request: the HTTP status to answer with and a message for the user.
 // Not an aggregate on purpose: C++20 would let api_result<T> confuse a T with an api_error.

@@ -67,17 +67,16 @@ class tcp_listener final : public control_listener {
     written_ = true;
     uid_ = os::current_uid();
     const session_limits limits{options_.read_timeout, options_.body_limit, 64 * 1024};
+    // The connection proves nothing: every request must show the token (control_session).
+    auto admit = [this](tcp::socket&) {
+      control_admission a;
+      a.auth.peer_uid = uid_;
+      a.auth.bearer_token = endpoint_.token;
+      return a;
+    };
     loop_ = std::make_shared<control_accept_loop<tcp>>(std::move(acceptor), handler_, limits,
                                                        options_.max_sessions, options_.log,
-                                                       [this](tcp::socket&) {
-                                                         // The connection proves nothing: every
-                                                         // request must show the token
-                                                         // (control_session).
-                                                         control_admission a;
-                                                         a.auth.peer_uid = uid_;
-                                                         a.auth.bearer_token = endpoint_.token;
-                                                         return a;
-                                                       });
+                                                       std::move(admit));
     loop_->start();
     return {};
   }

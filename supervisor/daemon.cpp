@@ -580,6 +580,34 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};
   }
 
+  // Only a paused job resumes: the daemon pauses a job whose checkpoint or record cannot be saved
+  // (a full disk), and nothing but the user knows when space is back.
+  api_response on_call(const resume_call& c) {
+    if (stopping) return error_response(503, "the baton daemon is shutting down");
+    auto* j = find(c.id);
+    if (!j) return no_job(c.id);
+    const auto st = j->current().state;
+    if (st != job_state::paused) {
+      return error_response(409, "job '" + c.id + "' is " + std::string(to_string(st)) +
+                                     "; only a paused job can be resumed");
+    }
+    if (j->runner) {
+      // Paused but not yet handed back (its rest is being posted): the runner resumes itself.
+      j->runner->resume();
+    } else {
+      auto& r = j->record;
+      log(log_level::info, "job " + c.id + ": resumed at checkpoint step " +
+                               std::to_string(r.checkpoint_step) +
+                               (r.diagnosis.empty() ? "" : " (was paused: " + r.diagnosis + ")"));
+      r.state = job_state::queued;
+      r.diagnosis.clear();
+      save(r);
+      queue.push_back(c.id);
+      start_next();
+    }
+    return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};
+  }
+
   api_response on_call(const health_call&) {
     std::map<std::string, int> by_state;
     for (const auto& [id, j] : jobs) ++by_state[std::string(to_string(j.current().state))];
@@ -612,6 +640,12 @@ status daemon::start() {
   auto& m = *impl_;
   if (m.options.settings.state_dir.empty()) return make_error("daemon: no state directory set");
   if (m.options.settings.socket.empty()) return make_error("daemon: no socket path set");
+  if (m.options.settings.control_port &&
+      native_control_transport() != control_transport::tcp_loopback) {
+    return make_error(
+        "control_port: only used where the control API is loopback TCP (Windows); here it is the "
+        "Unix socket `socket`");
+  }
   if (m.options.become_subreaper) {
     if (auto s = os::become_subreaper(); !s) {
       m.log(log_level::warning, "cannot become subreaper: " + s.error().message);
@@ -622,11 +656,6 @@ status daemon::start() {
   so.socket_path = m.options.settings.socket;
   so.group = m.options.settings.socket_group;
   if (m.options.settings.control_port) {
-    if (so.transport != control_transport::tcp_loopback) {
-      return make_error(
-          "control_port: only used where the control API is loopback TCP (Windows); here it is "
-          "the Unix socket `socket`");
-    }
     so.port = static_cast<std::uint16_t>(*m.options.settings.control_port);
   }
   so.log = [weak = std::weak_ptr<impl>(impl_)](const std::string& message) {

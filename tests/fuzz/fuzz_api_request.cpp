@@ -90,6 +90,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           BATON_FUZZ_CHECK(req.method == "GET", req.method);
           check_id(c.id);
           BATON_FUZZ_CHECK(path.ends_with("/logs"), path);
+        } else if constexpr (std::is_same_v<T, resume_call>) {
+          BATON_FUZZ_CHECK(req.method == "POST", req.method);
+          check_id(c.id);
+          BATON_FUZZ_CHECK(path.ends_with("/resume"), path);
         } else {
           static_assert(std::is_same_v<T, cancel_call>);
           BATON_FUZZ_CHECK(req.method == "POST", req.method);

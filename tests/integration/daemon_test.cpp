@@ -265,6 +265,9 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   auto cancel_done = run_baton({"cancel", id, "--socket", sock}, err);
   CHECK(cancel_done.code == 1);
   CHECK_THAT(take_err(err), Catch::Contains("already completed"));
+  auto resume_done = run_baton({"resume", id, "--socket", sock}, err);
+  CHECK(resume_done.code == 1);
+  CHECK_THAT(take_err(err), Catch::Contains("only a paused job can be resumed"));
   auto missing = run_baton({"status", "nope-1", "--socket", sock}, err);
   CHECK(missing.code == 1);
   CHECK_THAT(take_err(err), Catch::Contains("no job 'nope-1'"));
@@ -296,7 +299,7 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK(gone.code == 1);
   CHECK_THAT(take_err(err), Catch::Contains("cannot connect to baton daemon at " + sock) &&
                                 Catch::Contains("(is `baton serve` running?)"));
-  for (const auto* verb : {"serve", "submit", "list", "status", "logs", "cancel", "wait"}) {
+  for (const auto* verb : {"serve", "submit", "list", "status", "logs", "cancel", "resume", "wait"}) {
     auto help = run_baton({verb, "--help"}, err);
     CHECK(help.code == 0);
     CHECK_THAT(help.out, Catch::Contains("--socket"));

@@ -82,6 +82,9 @@ inline std::vector<bad_api_request> bad_api_requests() {
        "POST /v1/jobs/a/cancel takes no request body (or an empty object)"},
       {"cancel with an array", "POST", "/v1/jobs/a/cancel", "[]", 400,
        "POST /v1/jobs/a/cancel takes no request body (or an empty object)"},
+      {"resume with fields", "POST", "/v1/jobs/a/resume", R"({"from_step": 3})", 400,
+       "POST /v1/jobs/a/resume takes no request body (or an empty object)"},
+      {"resume of a bad id", "POST", "/v1/jobs/.x/resume", "", 400, "invalid job id '.x" + id_rule},
       {"cancel with broken JSON", "POST", "/v1/jobs/a/cancel", "{", 400,
        "malformed JSON at byte 1: syntax error while parsing object key - unexpected end of input; "
        "expected string literal"},

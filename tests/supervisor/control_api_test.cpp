@@ -72,6 +72,15 @@ TEST_CASE("every route parses into its call", "[unit][control_api]") {
     REQUIRE(r2.has_value());
     CHECK(std::holds_alternative<cancel_call>(*r2));
   }
+  SECTION("resume, with no body or an empty object") {
+    auto r = parse("POST", "/v1/jobs/y.1/resume");
+    REQUIRE(r.has_value());
+    CHECK(std::get<resume_call>(*r).id == "y.1");
+    CHECK(call_name(*r) == "resume");
+    auto r2 = parse("POST", "/v1/jobs/y/resume", "{}");
+    REQUIRE(r2.has_value());
+    CHECK(std::holds_alternative<resume_call>(*r2));
+  }
 }
 
 TEST_CASE("unknown routes are 404 and wrong methods 405", "[unit][control_api]") {
@@ -92,6 +101,8 @@ TEST_CASE("unknown routes are 404 and wrong methods 405", "[unit][control_api]")
               "method POST not allowed on /v1/jobs/a/logs (allowed: GET)");
   check_error(parse("GET", "/v1/jobs/a/cancel"), 405,
               "method GET not allowed on /v1/jobs/a/cancel (allowed: POST)");
+  check_error(parse("GET", "/v1/jobs/a/resume"), 405,
+              "method GET not allowed on /v1/jobs/a/resume (allowed: POST)");
 }
 
 TEST_CASE("targets must be origin-form paths", "[unit][control_api]") {

@@ -312,7 +312,7 @@ TEST_CASE("stop() closes live sessions at once", "[integration][control_server]"
   ::close(idle);
 }
 
-TEST_CASE("a second server on the same path is refused; stale sockets are replaced",
+TEST_CASE("a second server on the same path is refused, stale sockets are replaced",
           "[integration][control_server]") {
   running_server first("second");
   boost::asio::io_context io;

@@ -286,6 +286,49 @@ TEST_CASE("recovery: creation order, paused kept, damaged records failed", "[uni
   CHECK(f.state(early) == "completed");
 }
 
+TEST_CASE("resume runs a paused job again; other states answer 409", "[unit][daemon]") {
+  fixture f("resume", 1);
+  baton::env& e = baton::env::default_env();
+  job_store store(e, f.options.settings.state_dir);
+  REQUIRE(store.open());
+  auto make = [&](const std::string& name, job_state st) {
+    auto spec = baton::protocol::parse_job_spec(job_doc(name, 2).dump(), f.dir);
+    REQUIRE(spec);
+    auto r = store.create(*spec, 16);
+    REQUIRE(r);
+    r->state = st;
+    if (st == job_state::paused) r->diagnosis = "paused: disk full: No space left on device";
+    REQUIRE(store.save(*r));
+    return r->id;
+  };
+  const auto paused = make("paused", job_state::paused);
+  const auto done = make("done", job_state::completed);
+  f.start();
+  // A paused job stays paused across a daemon start: only the user knows when space is back.
+  CHECK(f.state(paused) == "paused");
+  CHECK(f.d->running_count() == 0);
+
+  auto not_paused = f.call(resume_call{done});
+  CHECK(not_paused.status == 409);
+  CHECK(not_paused.body.at("error") ==
+        "job '" + done + "' is completed; only a paused job can be resumed");
+  CHECK(f.call(resume_call{"nope-1"}).status == 404);
+
+  auto resumed = f.call(resume_call{paused});
+  INFO(resumed.body.dump());
+  CHECK(resumed.status == 202);
+  CHECK(resumed.body.at("state") == "running");
+  CHECK(f.status(paused).at("diagnosis") == "");
+  CHECK_THAT(f.log, Catch::Contains("resumed at checkpoint step 0 (was paused: paused: disk full"));
+  // Running now: a second resume is refused rather than starting a second worker.
+  CHECK(f.call(resume_call{paused}).status == 409);
+  REQUIRE(f.run_until([&] { return f.state(paused) == "completed"; }));
+  auto rec = store.load(paused);
+  REQUIRE(rec);
+  CHECK(rec->record.state == job_state::completed);
+  CHECK(rec->record.checkpoint_step == 16);
+}
+
 TEST_CASE("reload raises max_workers and starts queued jobs", "[unit][daemon]") {
   fixture f("reload", 1);
   int reloads = 0;
@@ -372,4 +415,15 @@ TEST_CASE("status JSON adds live progress, limits, peak RSS and the leak rate", 
   CHECK(idle.at("live").is_null());
   CHECK(idle.at("step") == 40);
   CHECK(idle.at("hard_limit_mib").is_null());
+}
+
+TEST_CASE("control_port is refused where the control API is a Unix socket", "[unit][daemon]") {
+  fixture f("control-port");
+  f.options.settings.control_port = 8080;
+  auto d = std::make_unique<baton::supervisor::daemon>(f.io, baton::env::default_env(), f.options);
+  auto s = d->start();
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::Contains("control_port: only used where the control API "
+                                                "is loopback TCP (Windows)"));
+  CHECK_FALSE(fs::exists(f.dir / "s.sock"));
 }
