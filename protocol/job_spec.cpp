@@ -909,7 +909,7 @@ json to_json(const job_spec& s) {
       {"worker",
        {{"command", s.worker.command ? json(*s.worker.command) : json(nullptr)},
         {"working_dir",
-         s.worker.working_dir.empty() ? json(nullptr) : json(s.worker.working_dir.string())},
+         s.worker.working_dir.empty() ? json(nullptr) : path_json(s.worker.working_dir)},
         {"stall_timeout_ms", s.worker.stall_timeout_ms},
         {"stop_grace_ms", s.worker.stop_grace_ms}}},
       {"debug",

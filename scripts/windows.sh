@@ -9,13 +9,7 @@ source "$(dirname "$0")/setup.sh"
 BATON_WINDOWS_BUILD_DIR="${BATON_WINDOWS_BUILD_DIR:-$BATON_ROOT/build-windows}"
 # Known Windows failures in tests owned by others, excluded here by exact name until fixed
 # (each is printed before the run). Keep this list empty when you can.
-BATON_WINDOWS_KNOWN_FAILURES=(
-  # supervisor/cli.cpp: CLI11 takes "/path" for a Windows-style option on WIN32; needs
-  # app.allow_windows_style_options(false).
-  "validate prints a good config with every default filled"
-  # tests/protocol/job_spec_test.cpp compares a path with '/' to p.string(), which is '\' on Windows.
-  "npy files are checked by path"
-)
+BATON_WINDOWS_KNOWN_FAILURES=()
 
 # The Linux build's packages (headers the cross build uses too) plus the cross tools.
 baton_install_packages "${BATON_PACKAGES[@]}" g++-mingw-w64-x86-64-posix wine wine64

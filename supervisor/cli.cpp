@@ -61,6 +61,10 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.set_version_flag("--version", std::string(version()));
   app.require_subcommand(1);
   app.footer("Exit codes: 0 ok, 1 failure, 2 invalid job config, 64 bad command line.\n");
+  // CLI11 defaults to reading "/name" as an option on Windows, so a path argument such as
+  // "/jobs/a.json" would be rejected there; baton's options are "--name" on every platform.
+  // Set before the subcommands are added: each copies it from its parent when created.
+  app.allow_windows_style_options(false);
   cli_context ctx{out, err, env::default_env()};
   add_validate_command(app, ctx);
   add_run_command(app, ctx);

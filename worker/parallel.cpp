@@ -1,6 +1,7 @@
 #include "worker/parallel.h"
 
 #include <Eigen/Core>
+#include <thread>
 
 #if defined(__SSE__) || defined(_M_X64)
 #include <xmmintrin.h>
@@ -59,9 +60,17 @@ void team_barrier::arrive_and_wait() {
     if (generation_.load(std::memory_order_acquire) != gen) return;
     cpu_relax();
   }
+#if defined(__GLIBCXX__) && !defined(_GLIBCXX_HAVE_PLATFORM_WAIT)
+  // libstdc++ 12 without a futex (mingw-w64) emulates atomic::wait with a condition variable
+  // and loses wake-ups: under wine both team threads sat in wait() forever (a 5000-row epoch hung
+  // every time). Yielding still leaves the time slice to the late thread, which is what sleeping
+  // is for here.
+  while (generation_.load(std::memory_order_acquire) == gen) std::this_thread::yield();
+#else
   while (generation_.load(std::memory_order_acquire) == gen) {
     generation_.wait(gen, std::memory_order_acquire);
   }
+#endif
 }
 
 void team::barrier() const {

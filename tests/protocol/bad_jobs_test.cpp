@@ -1,9 +1,10 @@
 // The bad-input matrix for job files, with `baton validate` semantics (load_job_spec, then
 // check_job_files). Each tests/data/bad_jobs/NN-name.json has the exact error text it must give in
-// NN-name.expected, where {dir} stands for the absolute folder of the data files. Inputs too big
-// or too deep to commit are generated here into a mem_env. To add a case: write the .json, run
-// this test with BATON_WRITE_EXPECTED=1 to create its missing .expected, then read that file and
-// only commit it if every line is the message a user should get.
+// NN-name.expected, where `{dir}/a/b.json` stands for that file in the absolute folder of the data
+// files and `{root}/a/b` for /a/b on that folder's drive, spelled as the platform spells them.
+// Inputs too big or too deep to commit are generated here into a mem_env. To add a case: write the
+// .json, run this test with BATON_WRITE_EXPECTED=1 to create its missing .expected, then read that
+// file and only commit it if every line is the message a user should get.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -11,18 +12,24 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "os/env.h"
 #include "os/mem_env.h"
 #include "protocol/job_spec.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace baton::protocol;
 
 namespace {
 
-const fs::path data_dir = fs::path(BATON_SOURCE_DIR) / "tests" / "data" / "bad_jobs";
+// Absolute and normal, as the product prints it (on Windows BATON_SOURCE_DIR has no drive).
+const fs::path data_dir =
+    fs::absolute(fs::path(BATON_SOURCE_DIR) / "tests" / "data" / "bad_jobs").lexically_normal();
+// Where the generated documents live in the mem_env.
+const fs::path gen_dir = baton::test::abs_path("/gen");
 
 std::string prefix_lines(const std::string& prefix, const std::string& text) {
   std::string out;
@@ -59,6 +66,48 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+// Each `{dir}/rel/path` (up to a space, ':' or line end) becomes data_dir / rel/path, and each
+// `{root}/abs/path` the same path under the root of data_dir's drive: a path that starts with '/'
+// is absolute on POSIX but only drive-relative on Windows, so it lands on the job file's drive.
+std::string expand_paths(const std::string& text) {
+  const std::pair<std::string, fs::path> tokens[] = {{"{dir}/", data_dir},
+                                                     {"{root}/", data_dir.root_path()}};
+  std::string out;
+  std::size_t at = 0;
+  while (true) {
+    std::size_t hit = std::string::npos;
+    const std::pair<std::string, fs::path>* token = nullptr;
+    for (const auto& t : tokens) {
+      const auto h = text.find(t.first, at);
+      if (h < hit) {
+        hit = h;
+        token = &t;
+      }
+    }
+    if (token == nullptr) break;
+    out += text.substr(at, hit - at);
+    const auto rel_start = hit + token->first.size();
+    const auto rel_end = std::min(text.find_first_of(" :\n", rel_start), text.size());
+    out +=
+        (token->second / text.substr(rel_start, rel_end - rel_start)).lexically_normal().string();
+    at = rel_end;
+  }
+  return out + text.substr(at);
+}
+
+// The inverse for {dir}, for writing a new .expected file ({root} is written by hand): separators
+// inside each path token become '/'.
+std::string to_placeholders(const std::string& actual) {
+  std::string out = replace_all(actual, data_dir.string(), "{dir}");
+  for (auto hit = out.find("{dir}"); hit != std::string::npos; hit = out.find("{dir}", hit + 1)) {
+    const auto end = std::min(out.find_first_of(" :\n", hit), out.size());
+    std::replace(out.begin() + static_cast<std::ptrdiff_t>(hit),
+                 out.begin() + static_cast<std::ptrdiff_t>(end),
+                 static_cast<char>(fs::path::preferred_separator), '/');
+  }
+  return out;
+}
+
 std::string strip_final_newline(std::string s) {
   while (!s.empty() && s.back() == '\n') s.pop_back();
   return s;
@@ -73,10 +122,13 @@ std::string job_with(const std::string& extra) {
 
 std::string validate_text(const std::string& name, const std::string& text) {
   baton::mem_env e;
-  REQUIRE(e.create_dirs("/gen"));
-  REQUIRE(e.put("/gen/" + name, text));
-  return validate(e, "/gen/" + name);
+  REQUIRE(e.create_dirs(gen_dir));
+  REQUIRE(e.put(gen_dir / name, text));
+  return validate(e, gen_dir / name);
 }
+
+// The file name the messages of a generated document start with.
+std::string gen_file(const std::string& name) { return (gen_dir / name).string(); }
 
 }  // namespace
 
@@ -96,14 +148,12 @@ TEST_CASE("every bad job file gives its exact expected error", "[unit]") {
     CHECK(actual != "<valid>");
     if (!fs::exists(expected_file)) {
       if (write_missing) {
-        std::ofstream(expected_file, std::ios::binary)
-            << replace_all(actual, data_dir.string(), "{dir}") << '\n';
+        std::ofstream(expected_file, std::ios::binary) << to_placeholders(actual) << '\n';
       }
       FAIL_CHECK("missing " << expected_file.filename().string() << "; actual error:\n" << actual);
       continue;
     }
-    const std::string expected =
-        replace_all(strip_final_newline(read(expected_file)), "{dir}", data_dir.string());
+    const std::string expected = expand_paths(strip_final_newline(read(expected_file)));
     CHECK(actual == expected);
   }
 }
@@ -122,12 +172,14 @@ TEST_CASE("generated bad jobs: size limit", "[unit]") {
   const std::string at_limit = valid + std::string(max_job_document_bytes - valid.size(), ' ');
   CHECK(validate_text("at-limit.json", at_limit) == "<valid>");
   CHECK(validate_text("over-limit.json", at_limit + " ") ==
-        "/gen/over-limit.json: document is 1048577 bytes; a job document may be at most 1048576 "
-        "bytes (1 MiB)");
+        gen_file("over-limit.json") +
+            ": document is 1048577 bytes; a job document may be at most 1048576 "
+            "bytes (1 MiB)");
   // Far over the limit: rejected up front, not parsed.
   CHECK(validate_text("huge.json", std::string(8 << 20, '[')) ==
-        "/gen/huge.json: document is 8388608 bytes; a job document may be at most 1048576 bytes "
-        "(1 MiB)");
+        gen_file("huge.json") +
+            ": document is 8388608 bytes; a job document may be at most 1048576 bytes "
+            "(1 MiB)");
 }
 
 TEST_CASE("generated bad jobs: nesting depth", "[unit]") {
@@ -137,17 +189,19 @@ TEST_CASE("generated bad jobs: nesting depth", "[unit]") {
   };
   // The root and "debug" are two levels; 62 arrays make 64, the limit, so only the key is wrong.
   CHECK(validate_text("deep-ok.json", nested(62)) ==
-        "/gen/deep-ok.json: debug.deep: unknown key; expected one of leak_mib_per_step, "
-        "crash_at_step, hang_at_step");
+        gen_file("deep-ok.json") +
+            ": debug.deep: unknown key; expected one of leak_mib_per_step, "
+            "crash_at_step, hang_at_step");
   const std::string prefix = job_with("");
   const auto first_bracket = prefix.size() - 1 + std::string(R"(,"debug":{"deep":)").size();
   const auto overflow = first_bracket + 62;  // 0-based byte of the 65th opening bracket
   CHECK(validate_text("deep.json", nested(63)) ==
-        "/gen/deep.json: document nests deeper than 64 levels at line 1, column " +
+        gen_file("deep.json") + ": document nests deeper than 64 levels at line 1, column " +
             std::to_string(overflow + 1) + " (byte " + std::to_string(overflow) + ")");
   // A hostile depth far past any stack: the SAX pass stops at the limit.
   CHECK(validate_text("very-deep.json", std::string(500000, '[')) ==
-        "/gen/very-deep.json: document nests deeper than 64 levels at line 1, column 65 (byte 64)");
+        gen_file("very-deep.json") +
+            ": document nests deeper than 64 levels at line 1, column 65 (byte 64)");
   // Brackets inside strings are text, not nesting.
   CHECK(validate_text("brackets-in-string.json",
                       job_with(R"(,"worker":{"command":[")" + std::string(1000, '[') + "\"]}")) ==

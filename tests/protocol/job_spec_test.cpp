@@ -6,6 +6,7 @@
 #include <string>
 
 #include "os/env.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using baton::protocol::job_spec;
@@ -469,15 +470,19 @@ TEST_CASE("load_job_spec reads through the env and names the file", "[unit][job_
 }
 
 TEST_CASE("npy files are checked by path", "[unit][job_spec]") {
+  // An absolute path stays as given; a relative one resolves against the job's folder. Messages
+  // spell paths natively (with '\' on Windows).
+  const fs::path nowhere = baton::test::abs_path("/nonexistent");
   json doc = minimal();
-  doc["data"] = {{"type", "npy"}, {"features", "/nonexistent/x.npy"}, {"labels", "y.npy"}};
-  auto spec = parse_job_spec(doc.dump(), "/nonexistent/b");
+  doc["data"] = {
+      {"type", "npy"}, {"features", (nowhere / "x.npy").generic_string()}, {"labels", "y.npy"}};
+  auto spec = parse_job_spec(doc.dump(), nowhere / "b");
   REQUIRE(spec);
   auto files = baton::protocol::check_job_files(baton::env::default_env(), *spec);
   REQUIRE_FALSE(files);
   CHECK(files.error().message ==
-        "data.features: file not found: /nonexistent/x.npy\n"
-        "data.labels: file not found: /nonexistent/b/y.npy");
+        "data.features: file not found: " + (nowhere / "x.npy").string() + "\n" +
+            "data.labels: file not found: " + (nowhere / "b" / "y.npy").string());
   // Synthetic data names no files.
   CHECK(baton::protocol::check_job_files(baton::env::default_env(),
                                          *parse_job_spec(minimal().dump(), base)));

@@ -5,6 +5,7 @@
 
 #include "os/mem_env.h"
 #include "supervisor/control_server.h"
+#include "support/test_paths.h"
 
 using namespace baton::supervisor;
 namespace fs = std::filesystem;
@@ -103,23 +104,24 @@ TEST_CASE("hostile documents: syntax, duplicates, depth, size", "[unit][daemon_s
 
 TEST_CASE("a settings file's errors name the file on every line", "[unit][daemon_settings]") {
   baton::mem_env e;
-  REQUIRE(e.create_dirs("/etc/baton"));
-  REQUIRE(baton::write_file_atomic(e, "/etc/baton/daemon.json",
-                                   R"({"max_workers": 0, "log_lvl": "info"})"));
-  auto s = load_daemon_settings(e, "/etc/baton/daemon.json");
+  const fs::path dir = baton::test::abs_path("/etc/baton");
+  const fs::path file = dir / "daemon.json";
+  REQUIRE(e.create_dirs(dir));
+  REQUIRE(baton::write_file_atomic(e, file, R"({"max_workers": 0, "log_lvl": "info"})"));
+  auto s = load_daemon_settings(e, file);
   REQUIRE_FALSE(s);
-  CHECK_THAT(s.error().message, Catch::Contains("/etc/baton/daemon.json: max_workers: expected"));
+  CHECK_THAT(s.error().message, Catch::Contains(file.string() + ": max_workers: expected"));
   CHECK_THAT(s.error().message,
-             Catch::Contains("/etc/baton/daemon.json: log_lvl: unknown key; did you mean "
-                             "\"log_level\"?"));
-  auto missing = load_daemon_settings(e, "/etc/baton/none.json");
+             Catch::Contains(file.string() + ": log_lvl: unknown key; did you mean "
+                                             "\"log_level\"?"));
+  auto missing = load_daemon_settings(e, dir / "none.json");
   REQUIRE_FALSE(missing);
   CHECK_THAT(missing.error().message, Catch::Contains("cannot read settings file"));
 
-  REQUIRE(baton::write_file_atomic(e, "/etc/baton/ok.json", R"({"state_dir": "jobs"})"));
-  auto ok = load_daemon_settings(e, "/etc/baton/ok.json");
+  REQUIRE(baton::write_file_atomic(e, dir / "ok.json", R"({"state_dir": "jobs"})"));
+  auto ok = load_daemon_settings(e, dir / "ok.json");
   REQUIRE(ok);
-  CHECK(ok->state_dir == fs::path("/etc/baton/jobs"));
+  CHECK(ok->state_dir == dir / "jobs");
 }
 
 TEST_CASE("log level names round trip", "[unit][daemon_settings]") {

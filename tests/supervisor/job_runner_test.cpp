@@ -1,7 +1,8 @@
 // job_runner against a state directory that stops accepting writes: a record save that fails
 // must park the job in `paused` with the reason (not crash it, not run on blind), and resume()
-// must finish it once the disk is back. Real worker processes (the example Python trainer), an
-// in-process io_context, a fault_env under the job store.
+// must finish it once the disk is back. Real worker processes (the built-in baton-worker, so the
+// test runs on Windows too; the Python trainer has its own integration test), an in-process
+// io_context, a fault_env under the job store.
 #include "supervisor/job_runner.h"
 
 #include <boost/asio/io_context.hpp>
@@ -28,11 +29,12 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
-baton::protocol::job_spec python_job(const fs::path& dir) {
+// The Python example's small job (two shards of three epochs), run by the built-in worker.
+baton::protocol::job_spec small_job(const fs::path& dir) {
   const fs::path example = fs::path(BATON_SOURCE_DIR) / "configs/examples/python-worker";
   std::ifstream in(example / "job.json");
   auto job = nlohmann::json::parse(in);
-  job["worker"]["command"] = {"python3", (example / "train.py").string()};
+  job["worker"]["command"] = nullptr;     // runner_options::worker_exe
   job["debug"]["leak_mib_per_step"] = 0;  // this test is about the disk, not memory
   const auto path = dir / "job.json";
   std::ofstream(path) << job.dump(2);
@@ -57,7 +59,7 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
           "[integration][job_runner]") {
   using op = baton::fault_env::op;
   const auto dir = scratch("disk-full");
-  const auto spec = python_job(dir);
+  const auto spec = small_job(dir);
   baton::fault_env fe(baton::env::default_env());
   job_store store(fe, dir / "state");
   REQUIRE(store.open());
@@ -73,6 +75,7 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
   boost::asio::io_context io;
   std::vector<std::string> events;
   runner_options ro;
+  ro.worker_exe = BATON_WORKER_EXE;
   ro.on_event = [&](const std::string& m) { events.push_back(m); };
   job_runner runner(io, store, *created, spec, ro);
   runner.start();
