@@ -1,7 +1,7 @@
 // Tells the service manager how the daemon is doing: systemd's notify protocol on Linux
-// (READY=1, STATUS=, WATCHDOG=1, RELOADING=1, STOPPING=1, EXTEND_TIMEOUT_USEC=), nothing elsewhere
-// (the Windows service reports through SetServiceStatus instead). Every call is cheap and a no-op
-// when the daemon was not started by a service manager (NOTIFY_SOCKET unset).
+// (READY=1, STATUS=, WATCHDOG=1, RELOADING=1, STOPPING=1, EXTEND_TIMEOUT_USEC=); on Windows, while
+// the process runs as a service (os/service_host.h), SetServiceStatus reports. Every call is cheap
+// and a no-op when no service manager started the daemon (NOTIFY_SOCKET unset, or a console).
 #pragma once
 
 #include <chrono>
@@ -12,7 +12,7 @@
 
 namespace baton::os {
 
-// True when a service manager listens (NOTIFY_SOCKET is set).
+// True when a service manager listens (NOTIFY_SOCKET is set; Windows: running as a service).
 bool notify_enabled();
 
 // Each returns an error only when a manager listens and the message could not be sent.

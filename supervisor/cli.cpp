@@ -10,6 +10,7 @@
 #include "supervisor/client_command.h"
 #include "supervisor/run_command.h"
 #include "supervisor/serve_command.h"
+#include "supervisor/service_command.h"
 
 namespace baton {
 
@@ -75,6 +76,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   add_cancel_command(app, ctx);
   add_resume_command(app, ctx);
   add_wait_command(app, ctx);
+  add_service_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

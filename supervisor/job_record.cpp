@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <utility>
 
 namespace baton::supervisor {
@@ -203,8 +204,14 @@ result<job_record> job_record_from_json(const nlohmann::json& j) {
   }
   if (const auto* m = rd.object(j, "metrics")) {
     for (const auto& [k, v] : m->items()) {
+      // JSON has no NaN: a worker's "no loss yet" (the first progress of an epoch) is written
+      // as null, as in the worker protocol, and must read back or the record never verifies.
+      if (v.is_null()) {
+        r.metrics[k] = std::numeric_limits<double>::quiet_NaN();
+        continue;
+      }
       if (!v.is_number()) {
-        rd.fail("metrics." + k + ": expected a number");
+        rd.fail("metrics." + k + ": expected a number or null");
         continue;
       }
       r.metrics[k] = v.get<double>();

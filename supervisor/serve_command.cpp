@@ -2,14 +2,18 @@
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
+#include <fstream>
 #include <iostream>
 
 #include "os/env.h"
 #include "os/peer_credentials.h"
 #include "os/process.h"
+#include "os/service_host.h"
 #include "os/service_notify.h"
 #include "os/system.h"
 #include "supervisor/control_server.h"
@@ -154,35 +158,83 @@ struct serve_options {
   std::string settings_file;
   serve_overrides flags;
   std::string worker;
+  bool service = false;
+  std::string log_file;
 };
 
-int serve(const serve_options& o, cli_context& ctx) {
+// Where serve's own lines go: stderr (the journal adds time stamps), or a file, as a Windows
+// service has no console, with a UTC time stamp on every line.
+class serve_log {
+ public:
+  explicit serve_log(std::ostream& console) : out_(&console) {}
+
+  status open(const fs::path& file) {
+    std::error_code ec;
+    if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
+    file_.open(file, std::ios::app);
+    if (!file_) return make_error("cannot open log file " + file.string());
+    out_ = &file_;
+    stamp_ = true;
+    return {};
+  }
+  bool is_open() const { return file_.is_open(); }
+
+  // The start of a line; callers end it with std::endl so a crash loses nothing.
+  std::ostream& line() {
+    if (stamp_) {
+      const std::time_t now = std::time(nullptr);
+      char buf[32];
+      std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ ", std::gmtime(&now));
+      *out_ << buf;
+    }
+    return *out_;
+  }
+
+ private:
+  std::ostream* out_;
+  std::ofstream file_;
+  bool stamp_ = false;
+};
+
+// `session`: running under the Windows Service Control Manager, whose stop and parameter-change
+// requests then do what SIGTERM and SIGHUP do.
+int serve(const serve_options& o, cli_context& ctx, os::service_session* session) {
   auto& e = ctx.environment;
+  serve_log out(ctx.err);
+  if (!o.log_file.empty()) {
+    if (auto s = out.open(fs::absolute(o.log_file)); !s) {
+      ctx.err << "baton serve: " << s.error().message << "\n";
+      return exit_failure;
+    }
+  }
   auto settings = resolve_daemon_settings(e, o.settings_file, o.flags);
   if (!settings) {
-    ctx.err << settings.error().message << "\n";
+    out.line() << settings.error().message << std::endl;
     return exit_invalid;
+  }
+  if (session != nullptr && !out.is_open()) {
+    if (auto s = out.open(settings->state_dir / "service.log"); !s) return exit_failure;
   }
   daemon_options d;
   d.settings = *settings;
   d.worker_exe = o.worker.empty() ? find_worker_executable(e) : fs::path(o.worker);
   if (!d.worker_exe.empty() && !e.file_exists(d.worker_exe)) {
-    ctx.err << "worker executable " << d.worker_exe.string() << " does not exist\n";
+    out.line() << "worker executable " << d.worker_exe.string() << " does not exist" << std::endl;
     return exit_failure;
   }
   d.reload_settings = [&e, o] { return resolve_daemon_settings(e, o.settings_file, o.flags); };
   int exit_code = exit_ok;
   boost::asio::io_context io;
-  service_notifier notifier(io, [&ctx](const std::string& message) {
-    ctx.err << "baton: warning: " << message << std::endl;
+  service_notifier notifier(io, [&out](const std::string& message) {
+    out.line() << "baton: warning: " << message << std::endl;
   });
   d.hooks.on_stopped = [&](int code) {
     exit_code = code;
     notifier.stop();
     io.stop();
   };
-  d.hooks.log = [&ctx](log_level level, const std::string& message) {
-    ctx.err << "baton: " << to_string(level) << ": " << message << std::endl;
+  d.hooks.log = [&out](log_level level, const std::string& message) {
+    out.line() << "baton: " << to_string(level) << ": " << message << std::endl;
   };
   // Flushed before any worker is spawned: a failed exec in a child would flush it twice.
   ctx.out.flush();
@@ -191,15 +243,49 @@ int serve(const serve_options& o, cli_context& ctx) {
   supervisor::daemon daemon(io, e, std::move(d));
   notifier.watch(daemon);
   notifier.start_watchdog();
-  ctx.err << "baton: info: settings " << to_json(*settings).dump() << std::endl;
+  out.line() << "baton: info: settings " << to_json(*settings).dump() << std::endl;
+  if (session != nullptr) {
+    out.line() << "baton: info: running as Windows service " << session->name() << std::endl;
+    // The SCM calls from its own thread: hand each request to the io thread, where the daemon
+    // lives. Removed again before the daemon and the io_context go away.
+    session->set_handler([&io, &daemon, &out](os::service_action a) {
+      boost::asio::post(io, [&daemon, &out, a] {
+        if (a == os::service_action::drain) {
+          out.line() << "baton: info: the Service Control Manager asks the daemon to stop"
+                     << std::endl;
+          daemon.shutdown();
+        } else if (a == os::service_action::reload) {
+          out.line() << "baton: info: the Service Control Manager asks to reload settings"
+                     << std::endl;
+          daemon.reload();
+        }
+      });
+    });
+  }
+  struct unhook {
+    os::service_session* s;
+    ~unhook() {
+      if (s != nullptr) s->set_handler({});
+    }
+  } unhook_on_return{session};
   if (auto s = daemon.start(); !s) {
-    ctx.err << "baton serve: " << s.error().message << "\n";
+    out.line() << "baton serve: " << s.error().message << std::endl;
     return exit_failure;
   }
   io.run();
   // Anything a worker left behind that re-parented to us (we are its subreaper) goes too.
   (void)os::kill_orphans();
   return exit_code;
+}
+
+int serve_service(const serve_options& o, cli_context& ctx) {
+  auto code = os::run_as_service(
+      [&o, &ctx](os::service_session& session) { return serve(o, ctx, &session); });
+  if (!code) {
+    ctx.err << "baton serve --service: " << code.error().message << "\n";
+    return os::service_manager_supported() ? exit_failure : exit_invalid;
+  }
+  return *code;
 }
 
 }  // namespace
@@ -265,7 +351,14 @@ void add_serve_command(CLI::App& app, cli_context& ctx) {
   cmd->add_option("--worker", o->worker,
                   "The baton-worker executable for jobs without "
                   "worker.command (default: next to baton)");
-  cmd->callback([o, &ctx] { ctx.exit_code = serve(*o, ctx); });
+  cmd->add_option("--log-file", o->log_file,
+                  "Append the daemon's log here, time-stamped, instead of stderr (with --service "
+                  "default: service.log in the state directory)");
+  cmd->add_flag("--service", o->service,
+                "Run under the Windows Service Control Manager (as `baton service install` sets "
+                "up): stop and shutdown drain like SIGTERM, parameter change reloads like SIGHUP");
+  cmd->callback(
+      [o, &ctx] { ctx.exit_code = o->service ? serve_service(*o, ctx) : serve(*o, ctx, nullptr); });
 }
 
 }  // namespace baton

@@ -1,6 +1,8 @@
 // `baton serve`: runs the daemon (supervisor/daemon.h) in the foreground until SIGTERM/SIGINT,
-// the way systemd or a terminal starts it. Settings come from --settings FILE, then single
-// command-line flags override them; SIGHUP re-reads the file with the same flags on top.
+// the way systemd or a terminal starts it; `baton serve --service` runs it under the Windows
+// Service Control Manager instead (os/service_host.h), whose stop and parameter-change requests
+// act as SIGTERM and SIGHUP. Settings come from --settings FILE, then single command-line flags
+// override them; SIGHUP re-reads the file with the same flags on top.
 #pragma once
 
 #include <optional>

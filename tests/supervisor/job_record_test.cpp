@@ -1,6 +1,8 @@
 #include "supervisor/job_record.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 
 using namespace baton::supervisor;
 
@@ -44,6 +46,17 @@ TEST_CASE("job record survives a JSON round trip", "[unit][job_record]") {
   CHECK(to_json(*back) == j);
   CHECK(back->shards[0].cause == exit_cause::memory_soft);
   CHECK_FALSE(back->shards[1].cause.has_value());
+}
+
+TEST_CASE("a NaN metric (no loss yet this epoch) survives the round trip", "[unit][job_record]") {
+  auto r = sample_record();
+  r.metrics["loss"] = std::numeric_limits<double>::quiet_NaN();
+  const auto text = to_json(r).dump();
+  CHECK(text.find("\"loss\":null") != std::string::npos);
+  auto back = job_record_from_json(nlohmann::json::parse(text));
+  REQUIRE(back);
+  CHECK(std::isnan(back->metrics.at("loss")));
+  CHECK(back->metrics.at("accuracy") == 0.9375);
 }
 
 TEST_CASE("job record decoding names the bad field", "[unit][job_record]") {
