@@ -454,7 +454,15 @@ class driver {
                              " worker process(es) outlived the " + after);
   }
 
+  // Daemon events, like worker events, wait up to 1.5 s for some worker to be alive and then a
+  // random moment, so they land mid-shard rather than in the gap while a worker starts.
+  void wait_for_any_worker() {
+    (void)wait_for_worker(any_slot(), 0, 1500ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(0, 200)));
+  }
+
   void kill_daemon() {
+    wait_for_any_worker();
     daemon_->kill_and_wait();
     expect_no_workers(2s, "SIGKILLed daemon by 2 s");
     daemon_.reset();
@@ -462,6 +470,7 @@ class driver {
   }
 
   void terminate_daemon() {
+    wait_for_any_worker();
     std::vector<std::optional<live_worker>> before;
     for (auto& slot : slots_) before.push_back(live_of(status(slot)));
     const auto limit = std::chrono::milliseconds(stop_grace_ms) + 3s;
