@@ -6,6 +6,7 @@
 // end with weights bit-for-bit equal to the same job run undisturbed by `baton run`.
 //
 //   baton_chaos --events N [--seed S] [--jobs J] [--work DIR]
+//               [--soft-spike-mib MIB] [--hard-spike-mib MIB]
 //
 // Invariants (any violation: message on stderr, exit 1), per job:
 //   known      the job answers GET /v1/jobs/<id> (also right after a daemon restart)
@@ -75,7 +76,10 @@ constexpr int soft_limit_mib = 64, hard_limit_mib = 400, stop_grace_ms = 2000;
 // example holds about 40 MiB plus 4 MiB per step, and never gets past the soft limit by more
 // than a step's leak); hard ends past the hard limit with hundreds of MiB still to write, so the
 // daemon's 50 ms sampling sees it above the hard limit while the worker is still allocating.
-constexpr int soft_spike_mib = 128, hard_spike_mib = 640;
+// --soft-spike-mib / --hard-spike-mib change them, e.g. to see the [spike] check fail.
+struct spike_sizes {
+  int soft_mib = 128, hard_mib = 640;
+};
 
 // The job every run uses: 12 epochs of 8 steps, shards of 2 epochs, 4 MiB leaked per step past
 // a 64 MiB soft limit (a recycle every few shards), restarts fast and forgiving (the driver's
@@ -252,8 +256,12 @@ std::string load_average() {
 
 class driver {
  public:
-  driver(fs::path work, std::uint64_t seed, int jobs)
-      : work_(std::move(work)), seed_(seed), rng_(seed), slots_(static_cast<std::size_t>(jobs)) {}
+  driver(fs::path work, std::uint64_t seed, int jobs, spike_sizes spikes)
+      : work_(std::move(work)),
+        seed_(seed),
+        rng_(seed),
+        slots_(static_cast<std::size_t>(jobs)),
+        spikes_(spikes) {}
 
   int run(int events) {
     const auto t0 = clock_type::now();
@@ -279,8 +287,8 @@ class driver {
       if (kind == "worker 15") signal_worker(SIGTERM);
       if (kind == "daemon 9") kill_daemon();
       if (kind == "daemon 15") terminate_daemon();
-      if (kind == "soft spike") spike(soft_spike_mib, "memory_soft");
-      if (kind == "hard spike") spike(hard_spike_mib, "memory_hard");
+      if (kind == "soft spike") spike(spikes_.soft_mib, "memory_soft");
+      if (kind == "hard spike") spike(spikes_.hard_mib, "memory_hard");
       ++tally_.events[kind];
       std::this_thread::sleep_for(100ms);
       for (auto& slot : slots_) {
@@ -312,9 +320,7 @@ class driver {
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   job_slot& any_slot() { return slots_[static_cast<std::size_t>(pick(0, int(slots_.size()) - 1))]; }
 
-  std::string where() const {
-    return " (seed " + std::to_string(seed_) + ", event " + std::to_string(event_) + ")";
-  }
+  std::string where() const { return " (event " + std::to_string(event_) + ")"; }
   void fail(const std::string& what) const { throw violation(what + where()); }
   void expect(bool ok, const std::string& what) const {
     if (!ok) fail(what);
@@ -605,6 +611,7 @@ class driver {
   std::uint64_t seed_;
   std::mt19937_64 rng_;
   std::vector<job_slot> slots_;
+  spike_sizes spikes_;
   std::string reference_;
   std::unique_ptr<daemon_process> daemon_;
   int event_ = -1;
@@ -614,21 +621,35 @@ class driver {
 
 int main(int argc, char** argv) {
   int events = 100, jobs = 1;
+  spike_sizes spikes;
   std::uint64_t seed = 1;
   fs::path work = fs::temp_directory_path() / "baton-chaos";
+  auto usage = [] {
+    std::cerr << "usage: baton_chaos [--events N] [--seed S] [--jobs J] [--work DIR]\n"
+                 "                   [--soft-spike-mib MIB] [--hard-spike-mib MIB]\n";
+    return 2;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--events" && i + 1 < argc) {
-      events = std::stoi(argv[++i]);
-    } else if (a == "--seed" && i + 1 < argc) {
-      seed = std::stoull(argv[++i]);
-    } else if (a == "--jobs" && i + 1 < argc) {
-      jobs = std::stoi(argv[++i]);
-    } else if (a == "--work" && i + 1 < argc) {
-      work = argv[++i];
-    } else {
-      std::cerr << "usage: baton_chaos [--events N] [--seed S] [--jobs J] [--work DIR]\n";
-      return 2;
+    try {
+      if (a == "--events" && i + 1 < argc) {
+        events = std::stoi(argv[++i]);
+      } else if (a == "--seed" && i + 1 < argc) {
+        seed = std::stoull(argv[++i]);
+      } else if (a == "--jobs" && i + 1 < argc) {
+        jobs = std::stoi(argv[++i]);
+      } else if (a == "--soft-spike-mib" && i + 1 < argc) {
+        spikes.soft_mib = std::stoi(argv[++i]);
+      } else if (a == "--hard-spike-mib" && i + 1 < argc) {
+        spikes.hard_mib = std::stoi(argv[++i]);
+      } else if (a == "--work" && i + 1 < argc) {
+        work = argv[++i];
+      } else {
+        return usage();
+      }
+    } catch (const std::logic_error&) {  // std::stoi and friends: not a number
+      std::cerr << a << ": expected a number, got \"" << argv[i] << "\"\n";
+      return usage();
     }
   }
   try {
@@ -637,7 +658,7 @@ int main(int argc, char** argv) {
     if (jobs < 1) throw std::invalid_argument("--jobs: expected at least 1");
     std::cout << "chaos: " << events << " events, seed " << seed << ", " << jobs
               << " job(s) at once, work " << work << std::endl;
-    return driver(fs::absolute(work), seed, jobs).run(events);
+    return driver(fs::absolute(work), seed, jobs, spikes).run(events);
   } catch (const std::exception& e) {
     std::cerr << "chaos: VIOLATION (seed " << seed << "): " << e.what() << "\n"
               << "daemon log: " << (work / "daemon.log").string() << "\n";
