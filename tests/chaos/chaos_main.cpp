@@ -609,7 +609,8 @@ class driver {
               << "worker events with no (suitable) worker alive: " << tally_.skipped << "\n"
               << "spikes: " << tally_.soft_spike_recycles << " soft -> memory_soft recycle, "
               << tally_.hard_spike_kills << " hard -> memory_hard kill, " << tally_.spikes_unclaimed
-              << " withdrawn (worker ended first)\n"
+              << " withdrawn (worker ended first), " << tally_.spikes_in_last_step
+              << " in the job's last step (completed first)\n"
               << "SIGTERM drains: longest " << tally_.max_drain_s << " s, "
               << tally_.drained_workers << " live worker(s) stopped by them\n"
               << "worker exits by cause (completed jobs): completed " << tally_.completed_shards
