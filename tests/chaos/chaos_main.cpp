@@ -1,19 +1,27 @@
 // Chaos driver: one real `baton serve` daemon running real jobs (the example Python worker,
 // leaking on purpose under a soft limit so memory recycles happen too), hit by a seeded schedule
-// of SIGKILLs and SIGTERMs to workers and SIGKILLs of the daemon itself (restarted on the same
-// state directory). After every event it checks the invariants below; every job that completes
-// must end with weights bit-for-bit equal to the same job run undisturbed by `baton run`.
+// of SIGKILLs and SIGTERMs to workers, memory spikes pushed into live workers (the example's
+// test hook), and SIGKILLs and SIGTERMs of the daemon itself (restarted on the same state
+// directory). After every event it checks the invariants below; every job that completes must
+// end with weights bit-for-bit equal to the same job run undisturbed by `baton run`.
 //
-//   baton_chaos --events N [--seed S] [--work DIR]
+//   baton_chaos --events N [--seed S] [--jobs J] [--work DIR]
+//               [--soft-spike-mib MIB] [--hard-spike-mib MIB]
 //
-// Invariants (any violation: message on stderr, exit 1):
+// Invariants (any violation: message on stderr, exit 1), per job:
 //   known      the job answers GET /v1/jobs/<id> (also right after a daemon restart)
 //   state      never failed or paused; completed means checkpoint_step == total_steps
 //   verifies   the newest checkpoint file verifies, no file is rejected, and it is not older
 //              than the record's checkpoint_step
 //   monotone   the record's checkpoint_step and the shards' start steps never go backwards
 //   one-worker at most one live process carries the job's BATON_JOB_DIR
-//   no-orphan  after the daemon is SIGKILLed, no process of any job outlives it by more than 2 s
+//   no-orphan  no process of any job outlives a SIGKILLed daemon by more than 2 s, nor a
+//              SIGTERMed one at all
+//   drain      SIGTERM: the daemon exits 0 within stop_grace_ms + 3 s, each stopped worker's
+//              shard is closed as a stop (not a crash, not "supervisor exited"), and no step a
+//              worker had reached is lost (checkpoint_step >= its live step before the signal)
+//   spike      a worker that took a soft spike ends as memory_soft, a hard one as memory_hard,
+//              within 10 s (or as completed if that was the job's last step: it finished first)
 #include <signal.h>
 
 #include <boost/asio/io_context.hpp>
@@ -21,6 +29,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -63,26 +72,38 @@ std::string read_text(const fs::path& p) {
   return s.str();
 }
 
+constexpr int soft_limit_mib = 64, hard_limit_mib = 400, stop_grace_ms = 2000;
+// Spikes: soft lands between the limits even on top of a full shard's leak (a worker of the
+// example holds about 40 MiB plus 4 MiB per step, and never gets past the soft limit by more
+// than a step's leak); hard ends past the hard limit with hundreds of MiB still to write, so the
+// daemon's 50 ms sampling sees it above the hard limit while the worker is still allocating.
+// --soft-spike-mib / --hard-spike-mib change them, e.g. to see the [spike] check fail.
+struct spike_sizes {
+  int soft_mib = 128, hard_mib = 640;
+};
+
 // The job every run uses: 12 epochs of 8 steps, shards of 2 epochs, 4 MiB leaked per step past
 // a 64 MiB soft limit (a recycle every few shards), restarts fast and forgiving (the driver's
 // own kills must not trip the crash-loop cutoff).
 json job_document(const std::string& name) {
-  return {{"name", name},
-          {"data", {{"type", "synthetic"}, {"samples", 2048}, {"features", 400}, {"seed", 3}}},
-          {"model", {{"layers", {{{"units", 1}, {"activation", "sigmoid"}}}}}},
-          {"training",
-           {{"optimizer", {{"type", "sgd"}, {"learning_rate", 0.5}}},
-            {"batch_size", 256},
-            {"epochs", 12}}},
-          {"shard", {{"epochs", 2}}},
-          {"memory", {{"soft_limit_mib", 64}, {"hard_limit_mib", 400}, {"poll_ms", 50}}},
-          {"restart", {{"max_failures", 50}, {"backoff_initial_ms", 20}, {"backoff_max_ms", 100}}},
-          {"worker",
-           {{"command",
-             {fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3",
-              std::string(BATON_SOURCE_DIR) + "/configs/examples/python-worker/train.py"}},
-            {"stop_grace_ms", 2000}}},
-          {"debug", {{"leak_mib_per_step", 4}}}};
+  return {
+      {"name", name},
+      {"data", {{"type", "synthetic"}, {"samples", 2048}, {"features", 400}, {"seed", 3}}},
+      {"model", {{"layers", {{{"units", 1}, {"activation", "sigmoid"}}}}}},
+      {"training",
+       {{"optimizer", {{"type", "sgd"}, {"learning_rate", 0.5}}},
+        {"batch_size", 256},
+        {"epochs", 12}}},
+      {"shard", {{"epochs", 2}}},
+      {"memory",
+       {{"soft_limit_mib", soft_limit_mib}, {"hard_limit_mib", hard_limit_mib}, {"poll_ms", 50}}},
+      {"restart", {{"max_failures", 50}, {"backoff_initial_ms", 20}, {"backoff_max_ms", 100}}},
+      {"worker",
+       {{"command",
+         {fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3",
+          std::string(BATON_SOURCE_DIR) + "/configs/examples/python-worker/train.py"}},
+        {"stop_grace_ms", stop_grace_ms}}},
+      {"debug", {{"leak_mib_per_step", 4}}}};
 }
 
 std::string weights_of(const fs::path& checkpoint) {
@@ -126,12 +147,15 @@ std::vector<std::int64_t> processes_with_env(const std::string& prefix, bool roo
   return out;
 }
 
+// The `baton serve` under test. Spawned in its own process group (os::spawn), so a signal to the
+// group reaches the daemon alone: its workers run in groups of their own.
 class daemon_process {
  public:
-  daemon_process(const fs::path& work) : work_(work), socket_(work / "s.sock") {
+  daemon_process(const fs::path& work, int max_workers) : work_(work), socket_(work / "s.sock") {
     baton::os::spawn_options o;
-    o.argv = {BATON_EXE,  "serve",         "--state-dir", (work / "state").string(),
-              "--socket", socket_.string()};
+    o.argv = {BATON_EXE,  "serve",          "--state-dir",   (work / "state").string(),
+              "--socket", socket_.string(), "--max-workers", std::to_string(max_workers)};
+    o.env = {{"BATON_EXAMPLE_SPIKE_DIR", (work / "spikes").string()}};
     o.stderr_log = work / "daemon.log";
     auto p = baton::os::spawn(io_, o);
     require(bool(p), "cannot start the daemon");
@@ -155,17 +179,25 @@ class daemon_process {
   }
 
   const fs::path& socket() const { return socket_; }
+  const std::optional<baton::os::exit_status>& exit_status() const { return status_; }
 
   void kill_and_wait() {
     require(bool(proc_->signal_group(baton::os::group_signal::kill)), "cannot kill the daemon");
     require(wait(5s), "daemon survived SIGKILL for 5 s");
   }
 
+  // SIGTERM, as a service manager stops it; false if it still runs after `limit`.
+  bool terminate_and_wait(std::chrono::milliseconds limit) {
+    require(bool(proc_->signal_group(baton::os::group_signal::terminate)),
+            "cannot send SIGTERM to the daemon");
+    return wait(limit);
+  }
+
   bool wait(std::chrono::milliseconds limit) {
     const auto deadline = clock_type::now() + limit;
     while (!status_ && clock_type::now() < deadline) {
       io_.restart();
-      io_.run_for(20ms);
+      io_.run_for(5ms);
     }
     return status_.has_value();
   }
@@ -182,61 +214,121 @@ class daemon_process {
   std::optional<baton::os::exit_status> status_;
 };
 
+// One job the driver keeps alive: when it completes, its weights are compared and a fresh copy
+// is submitted in its place, so `--jobs J` jobs run side by side the whole time.
+struct job_slot {
+  std::string id;
+  std::int64_t last_step = 0;
+  std::string last_state;
+  json last_status;
+};
+
+struct live_worker {
+  std::int64_t pid = 0, step = 0, shard_start = 0;
+};
+
 struct tally {
   std::map<std::string, int> events;  // by kind, including no-ops
-  int skipped = 0;                    // worker events with no worker alive at that moment
+  int skipped = 0;                    // worker events with no (suitable) worker alive
   int jobs_completed = 0;
   int invariant_checks = 0;
   int memory_soft = 0, memory_hard = 0, crashed = 0, stopped = 0, completed_shards = 0;
+  int soft_spike_recycles = 0, hard_spike_kills = 0, spikes_unclaimed = 0;
+  int spikes_in_last_step = 0;  // claimed in the job's final step, which completed first
+  double max_drain_s = 0;
+  int drained_workers = 0;  // workers live when the daemon got SIGTERM
 };
+
+// Event kinds, in the README's order, with their share of the schedule in percent.
+struct event_kind {
+  const char* name;
+  int percent;
+};
+constexpr event_kind event_kinds[] = {
+    {"worker 9", 28},   {"worker 15", 17}, {"daemon 9", 11}, {"daemon 15", 8},
+    {"soft spike", 10}, {"hard spike", 5}, {"quiet", 21},
+};
+
+std::string load_average() {
+  std::istringstream in(read_text("/proc/loadavg"));
+  std::string one, five;
+  in >> one >> five;
+  return one + " / " + five;
+}
 
 class driver {
  public:
-  driver(fs::path work, std::uint64_t seed) : work_(std::move(work)), rng_(seed) {}
+  driver(fs::path work, std::uint64_t seed, int jobs, spike_sizes spikes)
+      : work_(std::move(work)),
+        seed_(seed),
+        rng_(seed),
+        slots_(static_cast<std::size_t>(jobs)),
+        spikes_(spikes) {}
 
   int run(int events) {
     const auto t0 = clock_type::now();
-    reference_ = reference_weights();
-    daemon_ = std::make_unique<daemon_process>(work_);
-    submit();
+    const auto load_before = load_average();
+    fs::create_directories(work_ / "spikes");
+    // The undisturbed run goes on beside the chaos: most of its 15 s is the daemon's 1 s floor
+    // between two spawns (shard_machine), not CPU, and no job completes before it is done.
+    reference_future_ = std::async(std::launch::async, [this] { return reference_weights(); });
+    start_daemon();
+    for (auto& slot : slots_) submit(slot);
     for (int i = 0; i < events; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(pick(20, 200)));
       daemon_->pump();
-      const int roll = pick(0, 99);
+      int roll = pick(0, 99);
       std::string kind;
-      if (roll < 35) {
-        kind = "SIGKILL worker";
-        signal_worker(SIGKILL);
-      } else if (roll < 60) {
-        kind = "SIGTERM worker";
-        signal_worker(SIGTERM);
-      } else if (roll < 75) {
-        kind = "SIGKILL daemon + restart";
-        restart_daemon();
-      } else {
-        kind = "quiet (leak runs on)";
+      for (const auto& k : event_kinds) {
+        if (roll < k.percent) {
+          kind = k.name;
+          break;
+        }
+        roll -= k.percent;
       }
+      event_ = i;
+      if (kind == "worker 9") signal_worker(SIGKILL);
+      if (kind == "worker 15") signal_worker(SIGTERM);
+      if (kind == "daemon 9") kill_daemon();
+      if (kind == "daemon 15") terminate_daemon();
+      if (kind == "soft spike") spike(spikes_.soft_mib, "memory_soft");
+      if (kind == "hard spike") spike(spikes_.hard_mib, "memory_hard");
       ++tally_.events[kind];
       std::this_thread::sleep_for(100ms);
-      check(false);
-      if (last_state_ == "completed") finish_job();
+      for (auto& slot : slots_) {
+        check(slot);
+        if (slot.last_state == "completed") finish_job(slot);
+      }
     }
-    // Let the last job run out undisturbed, then it must match too.
-    const auto deadline = clock_type::now() + 120s;
-    while (last_state_ != "completed" && clock_type::now() < deadline) {
-      std::this_thread::sleep_for(200ms);
-      daemon_->pump();
-      check(false);
+    // Let the last jobs run out undisturbed, then they must match too.
+    event_ = events;
+    const auto deadline = clock_type::now() + 180s;
+    for (auto& slot : slots_) {
+      while (slot.last_state != "completed" && clock_type::now() < deadline) {
+        std::this_thread::sleep_for(200ms);
+        daemon_->pump();
+        for (auto& s : slots_) check(s);
+      }
+      require(slot.last_state == "completed",
+              "job " + slot.id + " did not complete after the schedule");
+      finish_job(slot, /*resubmit=*/false);
     }
-    require(last_state_ == "completed", "job " + id_ + " did not complete after the schedule");
-    finish_job(/*resubmit=*/false);
-    count_exits();
-    print_table(events, std::chrono::duration<double>(clock_type::now() - t0).count());
+    print_summary(events, std::chrono::duration<double>(clock_type::now() - t0).count(),
+                  load_before);
     return 0;
   }
 
  private:
   int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  job_slot& any_slot() { return slots_[static_cast<std::size_t>(pick(0, int(slots_.size()) - 1))]; }
+
+  std::string where() const { return " (event " + std::to_string(event_) + ")"; }
+  void fail(const std::string& what) const { throw violation(what + where()); }
+  void expect(bool ok, const std::string& what) const {
+    if (!ok) fail(what);
+  }
+
+  void start_daemon() { daemon_ = std::make_unique<daemon_process>(work_, int(slots_.size())); }
 
   std::string reference_weights() {
     const auto dir = work_ / "reference";
@@ -251,120 +343,244 @@ class driver {
     return weights_of(summary.at("checkpoint_path").get<std::string>());
   }
 
-  void submit() {
+  void submit(job_slot& slot) {
     auto r = control_client::call(daemon_->socket(), "POST", "/v1/jobs",
                                   {{"spec", job_document("chaos")}, {"base_dir", work_.string()}});
-    require(r && r->status == 201, "submit failed");
-    id_ = r->body.at("id").get<std::string>();
-    last_step_ = 0;
-    last_shard_start_ = 0;
-    last_state_ = "queued";
+    expect(r && r->status == 201, "submit failed");
+    slot = job_slot{};
+    slot.id = r->body.at("id").get<std::string>();
+    slot.last_state = "queued";
   }
 
-  json status() {
-    auto r = control_client::call(daemon_->socket(), "GET", "/v1/jobs/" + id_, nullptr, 5s);
-    require(bool(r), "[known] GET /v1/jobs/" + id_ + " failed");
-    require(r->status == 200, "[known] job " + id_ + " unknown to the daemon");
+  json status(const job_slot& slot) {
+    auto r = control_client::call(daemon_->socket(), "GET", "/v1/jobs/" + slot.id, nullptr, 5s);
+    expect(bool(r), "[known] GET /v1/jobs/" + slot.id + " failed");
+    expect(r->status == 200, "[known] job " + slot.id + " unknown to the daemon");
     return r->body;
   }
 
-  // Aims at the live worker, waiting up to 1.5 s for one (between shards there is none); then
-  // waits a random part of a shard so the kill lands anywhere in it.
-  void signal_worker(int sig) {
-    const auto deadline = clock_type::now() + 1500ms;
-    std::int64_t pid = 0;
+  static std::optional<live_worker> live_of(const json& s) {
+    if (!s.contains("live") || !s["live"].is_object() || s["live"].value("pid", 0) <= 0) {
+      return std::nullopt;
+    }
+    live_worker w;
+    w.pid = s["live"]["pid"].get<std::int64_t>();
+    w.step = s["live"].value("step", std::int64_t{0});
+    w.shard_start = s.at("checkpoint_step").get<std::int64_t>();
+    for (const auto& sh : s.at("shards")) {
+      if (sh.at("pid").get<std::int64_t>() == w.pid) w.shard_start = sh.at("start_step");
+    }
+    return w;
+  }
+
+  static const json* shard_of(const json& s, std::int64_t pid) {
+    const json* found = nullptr;
+    for (const auto& sh : s.at("shards")) {
+      if (sh.at("pid").get<std::int64_t>() == pid) found = &sh;
+    }
+    return found;
+  }
+
+  // Waits up to `limit` for a live worker of `slot` at least `min_steps` into its shard (between
+  // shards there is none).
+  std::optional<live_worker> wait_for_worker(const job_slot& slot, std::int64_t min_steps,
+                                             std::chrono::milliseconds limit) {
+    const auto deadline = clock_type::now() + limit;
     while (clock_type::now() < deadline) {
-      const auto s = status();
-      if (s.contains("live") && s["live"].is_object() && s["live"].value("pid", 0) > 0) {
-        pid = s["live"]["pid"].get<std::int64_t>();
-        break;
-      }
+      const auto s = status(slot);
       if (s.at("state") == "completed") break;
+      if (auto w = live_of(s); w && w->step - w->shard_start >= min_steps) return w;
       std::this_thread::sleep_for(20ms);
       daemon_->pump();
     }
-    if (pid == 0) {
+    return std::nullopt;
+  }
+
+  // Aims at a live worker, then waits a random part of a shard so the kill lands anywhere in it.
+  void signal_worker(int sig) {
+    const auto w = wait_for_worker(any_slot(), 0, 1500ms);
+    if (!w) {
       ++tally_.skipped;
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(pick(0, 200)));
-    ::kill(static_cast<pid_t>(pid), sig);  // may have just ended: then nothing happens
+    ::kill(static_cast<pid_t>(w->pid), sig);  // may have just ended: then nothing happens
   }
 
-  void restart_daemon() {
-    daemon_->kill_and_wait();
+  // Pushes one live worker's memory up by `mib` through the example's test hook (a file named
+  // after its pid, claimed by removing it), then waits for that worker to end: it must end the
+  // way the limit it crossed says. A hard spike waits for a worker 4 steps into its shard: a
+  // hard kill teaches the job a step budget of 3/4 of the steps the killed worker made
+  // (shard_machine), and one taught in the first step would leave every later worker one step.
+  void spike(int mib, const std::string& expected_cause) {
+    auto& slot = any_slot();
+    const bool hard = expected_cause == "memory_hard";
+    const auto w = wait_for_worker(slot, hard ? 4 : 0, hard ? 3000ms : 1500ms);
+    if (!w) {
+      ++tally_.skipped;
+      return;
+    }
+    const auto file = work_ / "spikes" / std::to_string(w->pid);
+    std::ofstream(file.string() + ".tmp") << mib;
+    fs::rename(file.string() + ".tmp", file);
+    const auto deadline = clock_type::now() + 10s;
+    const json* shard = nullptr;
+    json s;
+    while (clock_type::now() < deadline) {
+      s = status(slot);
+      shard = shard_of(s, w->pid);
+      if (shard != nullptr && !shard->at("cause").is_null()) break;
+      std::this_thread::sleep_for(20ms);
+      daemon_->pump();
+    }
+    std::error_code ec;
+    if (fs::remove(file, ec)) {  // withdrawn: the worker ended before its next step
+      ++tally_.spikes_unclaimed;
+      return;
+    }
+    expect(shard != nullptr && !shard->at("cause").is_null(),
+           "[spike] worker " + std::to_string(w->pid) + " of " + slot.id + " took a " +
+               std::to_string(mib) + " MiB spike and still ran 10 s later");
+    const std::string cause = shard->at("cause");
+    if (cause == "completed" &&
+        shard->at("end_step").get<std::int64_t>() == s.at("total_steps").get<std::int64_t>()) {
+      // The spike came in the job's last step and the worker finished it first: a finished job
+      // stays finished even with a stop or kill on its way (shard_machine on_exit).
+      ++tally_.spikes_in_last_step;
+      return;
+    }
+    expect(cause == expected_cause, "[spike] worker " + std::to_string(w->pid) + " of " + slot.id +
+                                        " took a " + std::to_string(mib) +
+                                        " MiB spike and ended as " + cause + " (" +
+                                        shard->value("detail", "") + "), not " + expected_cause);
+    ++(hard ? tally_.hard_spike_kills : tally_.soft_spike_recycles);
+  }
+
+  // No process carrying a BATON_JOB_DIR under our state dir, waiting up to `grace` for one.
+  void expect_no_workers(std::chrono::milliseconds grace, const std::string& after) {
     const std::string prefix = "BATON_JOB_DIR=" + (work_ / "state").string();
-    const auto deadline = clock_type::now() + 2s;
+    const auto deadline = clock_type::now() + grace;
     auto left = processes_with_env(prefix);
     while (!left.empty() && clock_type::now() < deadline) {
       std::this_thread::sleep_for(20ms);
       left = processes_with_env(prefix);
     }
-    require(left.empty(), "[no-orphan] " + std::to_string(left.size()) +
-                              " worker process(es) outlived the SIGKILLed daemon by 2 s");
-    daemon_.reset();
-    daemon_ = std::make_unique<daemon_process>(work_);
+    expect(left.empty(), "[no-orphan] " + std::to_string(left.size()) +
+                             " worker process(es) outlived the " + after);
   }
 
-  void check(bool) {
+  // Daemon events, like worker events, wait up to 1.5 s for some worker to be alive and then a
+  // random moment, so they land mid-shard rather than in the gap while a worker starts.
+  void wait_for_any_worker() {
+    (void)wait_for_worker(any_slot(), 0, 1500ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(0, 200)));
+  }
+
+  void kill_daemon() {
+    wait_for_any_worker();
+    daemon_->kill_and_wait();
+    expect_no_workers(2s, "SIGKILLed daemon by 2 s");
+    daemon_.reset();
+    start_daemon();
+  }
+
+  void terminate_daemon() {
+    wait_for_any_worker();
+    std::vector<std::optional<live_worker>> before;
+    for (auto& slot : slots_) before.push_back(live_of(status(slot)));
+    const auto limit = std::chrono::milliseconds(stop_grace_ms) + 3s;
+    const auto t0 = clock_type::now();
+    const bool exited = daemon_->terminate_and_wait(limit);
+    const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
+    expect(exited,
+           "[drain] the daemon still ran " + std::to_string(limit.count()) + " ms after SIGTERM");
+    tally_.max_drain_s = std::max(tally_.max_drain_s, took);
+    expect(daemon_->exit_status()->success(), "[drain] the daemon ended with " +
+                                                  daemon_->exit_status()->describe() +
+                                                  " after SIGTERM, not exit code 0");
+    expect_no_workers(0ms, "SIGTERMed daemon");
+    daemon_.reset();
+    start_daemon();
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      const auto& w = before[i];
+      if (!w) continue;
+      ++tally_.drained_workers;
+      const auto s = status(slots_[i]);
+      const json* shard = shard_of(s, w->pid);
+      expect(shard != nullptr && !shard->at("cause").is_null(),
+             "[drain] worker " + std::to_string(w->pid) + " of " + slots_[i].id +
+                 " has no closed shard after the drain");
+      const std::string cause = shard->at("cause");
+      const std::string detail = shard->value("detail", "");
+      expect((cause == "stopped" || cause == "memory_soft" || cause == "completed") &&
+                 detail.find("supervisor exited") == std::string::npos,
+             "[drain] worker " + std::to_string(w->pid) + " of " + slots_[i].id +
+                 " was not stopped cleanly by the SIGTERMed daemon: " + cause + " (" + detail +
+                 ")");
+      expect(s.at("checkpoint_step").get<std::int64_t>() >= w->step,
+             "[drain] " + slots_[i].id + " lost steps in the drain: its worker was at step " +
+                 std::to_string(w->step) + ", the checkpoint after it is at " +
+                 std::to_string(s.at("checkpoint_step").get<std::int64_t>()));
+    }
+  }
+
+  void check(job_slot& slot) {
     ++tally_.invariant_checks;
-    const auto s = status();
+    const auto s = status(slot);
     const std::string state = s.at("state");
     const auto step = s.at("checkpoint_step").get<std::int64_t>();
-    require(state == "queued" || state == "running" || state == "backoff" || state == "completed",
-            "[state] job " + id_ + " is " + state + ": " + s.value("diagnosis", ""));
+    const auto& id = slot.id;
+    expect(state == "queued" || state == "running" || state == "backoff" || state == "completed",
+           "[state] job " + id + " is " + state + ": " + s.value("diagnosis", ""));
     if (state == "completed") {
-      require(step == s.at("total_steps").get<std::int64_t>(), "[state] completed short");
+      expect(step == s.at("total_steps").get<std::int64_t>(), "[state] completed short");
     }
-    require(step >= last_step_, "[monotone] checkpoint_step went from " +
-                                    std::to_string(last_step_) + " to " + std::to_string(step));
+    expect(step >= slot.last_step, "[monotone] " + id + " checkpoint_step went from " +
+                                       std::to_string(slot.last_step) + " to " +
+                                       std::to_string(step));
     std::int64_t prev_start = 0;
     for (const auto& sh : s.at("shards")) {
       const auto start = sh.at("start_step").get<std::int64_t>();
-      require(start >= prev_start, "[monotone] a shard resumed at " + std::to_string(start) +
-                                       " after one at " + std::to_string(prev_start));
+      expect(start >= prev_start, "[monotone] a shard of " + id + " resumed at " +
+                                      std::to_string(start) + " after one at " +
+                                      std::to_string(prev_start));
       prev_start = start;
     }
     baton::supervisor::job_store store(baton::env::default_env(), work_ / "state");
-    baton::protocol::checkpoint_store ckpts(baton::env::default_env(), store.checkpoint_dir(id_),
+    baton::protocol::checkpoint_store ckpts(baton::env::default_env(), store.checkpoint_dir(id),
                                             1000);
     auto newest = ckpts.load_newest();
-    require(bool(newest), "[verifies] " + (newest ? std::string() : newest.error().message));
+    expect(bool(newest), "[verifies] " + (newest ? std::string() : newest.error().message));
     if (step > 0) {
-      require(newest->has_value(),
-              "[verifies] no checkpoint on disk for step " + std::to_string(step));
-      require((*newest)->rejected.empty(),
-              "[verifies] rejected: " +
-                  ((*newest)->rejected.empty() ? std::string() : (*newest)->rejected[0]));
-      require((*newest)->data.step() >= step, "[verifies] newest file is older than the record");
+      expect(newest->has_value(),
+             "[verifies] " + id + ": no checkpoint on disk for step " + std::to_string(step));
+      expect((*newest)->rejected.empty(),
+             "[verifies] " + id + " rejected: " +
+                 ((*newest)->rejected.empty() ? std::string() : (*newest)->rejected[0]));
+      expect((*newest)->data.step() >= step,
+             "[verifies] " + id + ": newest file is older than the record");
     }
-    const auto workers = processes_with_env("BATON_JOB_DIR=" + store.job_dir(id_).string(), true);
+    const auto workers = processes_with_env("BATON_JOB_DIR=" + store.job_dir(id).string(), true);
     if (workers.size() > 1) {
       std::string who;
       for (const auto pid : workers) {
         who += "\n  " + read_text("/proc/" + std::to_string(pid) + "/stat").substr(0, 80);
       }
-      throw violation("[one-worker] " + std::to_string(workers.size()) + " live workers for " +
-                      id_ + who);
+      fail("[one-worker] " + std::to_string(workers.size()) + " live workers for " + id + who);
     }
-    last_step_ = step;
-    last_state_ = state;
-    last_status_ = s;
+    slot.last_step = step;
+    slot.last_state = state;
+    slot.last_status = s;
   }
 
-  void finish_job(bool resubmit = true) {
-    const auto path = last_status_.at("checkpoint_path").get<std::string>();
-    require(weights_of(path) == reference_,
-            "[weights] job " + id_ + " ended with weights that differ from the undisturbed run");
+  void finish_job(job_slot& slot, bool resubmit = true) {
+    const auto path = slot.last_status.at("checkpoint_path").get<std::string>();
+    if (reference_future_.valid()) reference_ = reference_future_.get();
+    expect(weights_of(path) == reference_, "[weights] job " + slot.id +
+                                               " ended with weights that differ from the "
+                                               "undisturbed run");
     ++tally_.jobs_completed;
-    count_exits();
-    if (resubmit) submit();
-  }
-
-  void count_exits() {
-    for (const auto& [cause, n] : last_status_.at("exits_by_cause").items()) {
-      if (counted_.count(id_ + cause)) continue;
-      counted_.insert(id_ + cause);
+    for (const auto& [cause, n] : slot.last_status.at("exits_by_cause").items()) {
       const int v = n.get<int>();
       if (cause == "memory_soft") tally_.memory_soft += v;
       if (cause == "memory_hard") tally_.memory_hard += v;
@@ -372,60 +588,89 @@ class driver {
       if (cause == "stopped") tally_.stopped += v;
       if (cause == "completed") tally_.completed_shards += v;
     }
+    if (resubmit) submit(slot);
   }
 
-  void print_table(int events, double seconds) {
-    std::cout << "| events | seconds | jobs completed (weights == undisturbed) | invariant "
-                 "checks | worker events with no worker |\n|---|---|---|---|---|\n"
-              << "| " << events << " | " << static_cast<int>(seconds) << " | "
-              << tally_.jobs_completed << " | " << tally_.invariant_checks << " | "
-              << tally_.skipped << " |\n\n| event | count |\n|---|---|\n";
-    for (const auto& [k, v] : tally_.events) std::cout << "| " << k << " | " << v << " |\n";
-    std::cout << "\n| worker exit cause (all jobs) | count |\n|---|---|\n"
-              << "| completed | " << tally_.completed_shards << " |\n"
-              << "| memory_soft (recycle) | " << tally_.memory_soft << " |\n"
-              << "| memory_hard | " << tally_.memory_hard << " |\n"
-              << "| crashed (our SIGKILL/SIGTERM) | " << tally_.crashed << " |\n"
-              << "| stopped (daemon killed) | " << tally_.stopped << " |\n";
+  void print_summary(int events, double seconds, const std::string& load_before) {
+    auto count = [&](const char* k) {
+      auto it = tally_.events.find(k);
+      return it == tally_.events.end() ? 0 : it->second;
+    };
+    std::cout << "| seed | jobs at once | events | worker 9 / 15 | daemon 9 / 15 | soft / hard "
+                 "spike | quiet | invariant checks | violations | seconds | load before / after "
+                 "(1 min / 5 min) |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+              << "| " << seed_ << " | " << slots_.size() << " | " << events << " | "
+              << count("worker 9") << " / " << count("worker 15") << " | " << count("daemon 9")
+              << " / " << count("daemon 15") << " | " << count("soft spike") << " / "
+              << count("hard spike") << " | " << count("quiet") << " | " << tally_.invariant_checks
+              << " | 0 | " << static_cast<int>(seconds) << " | " << load_before << " ; "
+              << load_average() << " |\n\n";
+    std::cout << "jobs completed (weights == undisturbed): " << tally_.jobs_completed << "\n"
+              << "worker events with no (suitable) worker alive: " << tally_.skipped << "\n"
+              << "spikes: " << tally_.soft_spike_recycles << " soft -> memory_soft recycle, "
+              << tally_.hard_spike_kills << " hard -> memory_hard kill, " << tally_.spikes_unclaimed
+              << " withdrawn (worker ended first), " << tally_.spikes_in_last_step
+              << " in the job's last step (completed first)\n"
+              << "SIGTERM drains: longest " << tally_.max_drain_s << " s, "
+              << tally_.drained_workers << " live worker(s) stopped by them\n"
+              << "worker exits by cause (completed jobs): completed " << tally_.completed_shards
+              << ", memory_soft " << tally_.memory_soft << ", memory_hard " << tally_.memory_hard
+              << ", crashed " << tally_.crashed << ", stopped " << tally_.stopped << "\n";
   }
 
   fs::path work_;
+  std::uint64_t seed_;
   std::mt19937_64 rng_;
+  std::vector<job_slot> slots_;
+  spike_sizes spikes_;
+  std::future<std::string> reference_future_;
   std::string reference_;
   std::unique_ptr<daemon_process> daemon_;
-  std::string id_;
-  std::int64_t last_step_ = 0;
-  std::int64_t last_shard_start_ = 0;
-  std::string last_state_;
-  json last_status_;
-  std::set<std::string> counted_;
+  int event_ = -1;
   tally tally_;
 };
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int events = 100;
+  int events = 100, jobs = 1;
+  spike_sizes spikes;
   std::uint64_t seed = 1;
   fs::path work = fs::temp_directory_path() / "baton-chaos";
+  auto usage = [] {
+    std::cerr << "usage: baton_chaos [--events N] [--seed S] [--jobs J] [--work DIR]\n"
+                 "                   [--soft-spike-mib MIB] [--hard-spike-mib MIB]\n";
+    return 2;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--events" && i + 1 < argc) {
-      events = std::stoi(argv[++i]);
-    } else if (a == "--seed" && i + 1 < argc) {
-      seed = std::stoull(argv[++i]);
-    } else if (a == "--work" && i + 1 < argc) {
-      work = argv[++i];
-    } else {
-      std::cerr << "usage: baton_chaos [--events N] [--seed S] [--work DIR]\n";
-      return 2;
+    try {
+      if (a == "--events" && i + 1 < argc) {
+        events = std::stoi(argv[++i]);
+      } else if (a == "--seed" && i + 1 < argc) {
+        seed = std::stoull(argv[++i]);
+      } else if (a == "--jobs" && i + 1 < argc) {
+        jobs = std::stoi(argv[++i]);
+      } else if (a == "--soft-spike-mib" && i + 1 < argc) {
+        spikes.soft_mib = std::stoi(argv[++i]);
+      } else if (a == "--hard-spike-mib" && i + 1 < argc) {
+        spikes.hard_mib = std::stoi(argv[++i]);
+      } else if (a == "--work" && i + 1 < argc) {
+        work = argv[++i];
+      } else {
+        return usage();
+      }
+    } catch (const std::logic_error&) {  // std::stoi and friends: not a number
+      std::cerr << a << ": expected a number, got \"" << argv[i] << "\"\n";
+      return usage();
     }
   }
   try {
     fs::remove_all(work);
     fs::create_directories(work);
-    std::cout << "chaos: " << events << " events, seed " << seed << ", work " << work << "\n";
-    return driver(fs::absolute(work), seed).run(events);
+    if (jobs < 1) throw std::invalid_argument("--jobs: expected at least 1");
+    std::cout << "chaos: " << events << " events, seed " << seed << ", " << jobs
+              << " job(s) at once, work " << work << std::endl;
+    return driver(fs::absolute(work), seed, jobs, spikes).run(events);
   } catch (const std::exception& e) {
     std::cerr << "chaos: VIOLATION (seed " << seed << "): " << e.what() << "\n"
               << "daemon log: " << (work / "daemon.log").string() << "\n";

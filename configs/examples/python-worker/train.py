@@ -11,6 +11,10 @@ Environment (set by the supervisor, see protocol/README.md):
   BATON_JOB_FILE, BATON_CHECKPOINT_DIR, BATON_SHARD_STEPS or BATON_SHARD_EPOCHS,
   BATON_PROTOCOL_VERSION
 Exit codes: 0 shard or job done, 3 stopped on request after a checkpoint, 1 error.
+
+Test hook (README.md): with BATON_EXAMPLE_SPIKE_DIR set, a file in that folder named after this
+process's pid and holding a number N makes the next step allocate N MiB more and keep it, a
+sudden jump in memory ordered from outside (the chaos driver, tests/chaos/, uses it).
 """
 import json
 import math
@@ -152,6 +156,24 @@ def save_checkpoint(folder, step, tensors, meta, keep):
     return path, digest
 
 
+def take_spike(path):
+    """The test hook: MiB to allocate now if `path` names some, else 0. Removing the file claims
+    it, so a spike the sender withdrew in the meantime (by removing it first) never happens."""
+    try:
+        with open(path) as f:
+            text = f.read()
+        os.remove(path)
+    except FileNotFoundError:
+        return 0.0
+    try:
+        mib = float(text)
+    except ValueError:
+        print("ignoring spike file %s: %r is not a number of MiB" % (path, text), file=sys.stderr)
+        return 0.0
+    print("test hook: memory spike of %g MiB" % mib, file=sys.stderr)
+    return mib
+
+
 def main():
     job = json.load(open(os.environ["BATON_JOB_FILE"]))
     ckpt_dir = os.environ["BATON_CHECKPOINT_DIR"]
@@ -168,6 +190,8 @@ def main():
         shard_steps = int(os.environ["BATON_SHARD_EPOCHS"]) * steps_per_epoch
     lr = training["optimizer"]["learning_rate"]
     leak_mib = float(job.get("debug", {}).get("leak_mib_per_step", 0.0))
+    spike_dir = os.environ.get("BATON_EXAMPLE_SPIKE_DIR")
+    spike_file = os.path.join(spike_dir, str(os.getpid())) if spike_dir else None
 
     send({"type": "hello", "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
           "worker": "python-example 1.0"})
@@ -228,6 +252,9 @@ def main():
         time.sleep(0.004)
         if leak_mib > 0:  # the leak, touched so resident memory really grows
             leaked.append(bytearray(b"\x01" * int(leak_mib * 1024 * 1024)))
+        spike_mib = take_spike(spike_file) if spike_file else 0.0
+        if spike_mib > 0:  # written as it is allocated: resident at once, like the leak
+            leaked.append(bytearray(b"\x01") * int(spike_mib * 1024 * 1024))
         send({"type": "progress", "step": step, "total_steps": total_steps,
               "epoch": (step - 1) // steps_per_epoch, "loss": loss / n, "metrics": {},
               "samples_per_sec": 0.0})
