@@ -299,7 +299,8 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK(gone.code == 1);
   CHECK_THAT(take_err(err), Catch::Contains("cannot connect to baton daemon at " + sock) &&
                                 Catch::Contains("(is `baton serve` running?)"));
-  for (const auto* verb : {"serve", "submit", "list", "status", "logs", "cancel", "resume", "wait"}) {
+  for (const auto* verb :
+       {"serve", "submit", "list", "status", "logs", "cancel", "resume", "wait"}) {
     auto help = run_baton({verb, "--help"}, err);
     CHECK(help.code == 0);
     CHECK_THAT(help.out, Catch::Contains("--socket"));

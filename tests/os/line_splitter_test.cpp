@@ -17,7 +17,8 @@ struct collected {
 };
 }  // namespace
 
-TEST_CASE("lines split across chunks come out whole, without a carriage return", "[unit][line_splitter]") {
+TEST_CASE("lines split across chunks come out whole, without a carriage return",
+          "[unit][line_splitter]") {
   baton::os::line_splitter s(64);
   collected c;
   s.feed("{\"type\":\"he", c.sink());
