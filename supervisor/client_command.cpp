@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -319,51 +320,46 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
   });
 }
 
-void add_cancel_command(CLI::App& app, cli_context& ctx) {
+namespace {
+
+// A verb that POSTs to /v1/jobs/ID/<verb> with no body and prints one line from the answer.
+void add_job_action_command(CLI::App& app, cli_context& ctx, const std::string& verb,
+                            const std::string& description,
+                            std::function<std::string(const std::string& state)> describe) {
   auto o = std::make_shared<client_options>();
-  auto* cmd = app.add_subcommand(
-      "cancel", "Cancel a job: a queued job never starts, a running worker is stopped");
+  auto* cmd = app.add_subcommand(verb, description);
   cmd->add_option("ID", o->id, "Job id")->required();
   add_socket_option(cmd, *o);
-  cmd->callback([o, &ctx] {
+  cmd->callback([o, &ctx, verb, describe = std::move(describe)] {
     if (!is_valid_job_id(o->id)) {
       ctx.err << "baton: invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
-    auto body = call(ctx, *o, "POST", "/v1/jobs/" + o->id + "/cancel");
+    auto body = call(ctx, *o, "POST", "/v1/jobs/" + o->id + "/" + verb);
     if (!body) {
       ctx.exit_code = exit_failure;
       return;
     }
-    const auto state = str(*body, "state");
-    ctx.out << "job " << o->id << ": "
-            << (state == "cancelled" ? "cancelled" : "cancelling (the worker is being stopped)")
-            << "\n";
+    ctx.out << "job " << o->id << ": " << describe(str(*body, "state")) << "\n";
     ctx.exit_code = exit_ok;
   });
 }
 
+}  // namespace
+
+void add_cancel_command(CLI::App& app, cli_context& ctx) {
+  add_job_action_command(
+      app, ctx, "cancel", "Cancel a job: a queued job never starts, a running worker is stopped",
+      [](const std::string& state) -> std::string {
+        return state == "cancelled" ? "cancelled" : "cancelling (the worker is being stopped)";
+      });
+}
+
 void add_resume_command(CLI::App& app, cli_context& ctx) {
-  auto o = std::make_shared<client_options>();
-  auto* cmd = app.add_subcommand(
-      "resume", "Run a paused job again (the daemon pauses a job when the disk is full)");
-  cmd->add_option("ID", o->id, "Job id")->required();
-  add_socket_option(cmd, *o);
-  cmd->callback([o, &ctx] {
-    if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
-      ctx.exit_code = exit_usage;
-      return;
-    }
-    auto body = call(ctx, *o, "POST", "/v1/jobs/" + o->id + "/resume");
-    if (!body) {
-      ctx.exit_code = exit_failure;
-      return;
-    }
-    ctx.out << "job " << o->id << ": " << str(*body, "state") << "\n";
-    ctx.exit_code = exit_ok;
-  });
+  add_job_action_command(app, ctx, "resume",
+                         "Run a paused job again (the daemon pauses a job when the disk is full)",
+                         [](const std::string& state) { return state; });
 }
 
 void add_wait_command(CLI::App& app, cli_context& ctx) {
