@@ -83,6 +83,10 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
        shard_env_value(spec.shard)},
   };
   if (max_steps) inv.env.emplace_back("BATON_MAX_STEPS", std::to_string(*max_steps));
+  if (spec.memory.hard_limit_mib) {
+    const auto hard = static_cast<std::uint64_t>(*spec.memory.hard_limit_mib) << 20;
+    inv.memory_backstop_bytes = hard + hard / 4;
+  }
   return inv;
 }
 
@@ -291,6 +295,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.argv = inv.argv;
     o.env = inv.env;
     o.working_dir = inv.working_dir;
+    o.memory_backstop_bytes = inv.memory_backstop_bytes;
     o.stderr_log = store.log_path(record.id);
     auto p = os::spawn(io, o);
     if (!p) {

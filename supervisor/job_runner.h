@@ -80,6 +80,10 @@ struct worker_invocation {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
   std::filesystem::path working_dir;
+  // The Job Object commit cap per process on Windows: the hard limit plus a quarter. The
+  // supervisor's sampling enforces the hard limit itself (a kill that teaches later workers a
+  // step budget); the cap is there for a spike that grows more than a quarter between two samples.
+  std::optional<std::uint64_t> memory_backstop_bytes;
 };
 worker_invocation make_worker_invocation(const protocol::job_spec& spec, const job_store& store,
                                          const job_record& record,

@@ -5,11 +5,13 @@
 // io_context, a fault_env under the job store.
 #include "supervisor/job_runner.h"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -107,5 +109,40 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
   REQUIRE(newest);
   REQUIRE(newest->has_value());
   CHECK((*newest)->data.step() == geometry.total_steps);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a worker's invocation: argv, environment and the Windows memory backstop",
+          "[unit][job_runner]") {
+  const auto dir = scratch("invocation");
+  auto spec = small_job(dir);
+  job_store store(baton::env::default_env(), dir / "state");
+  REQUIRE(store.open());
+  auto created = store.create(spec, 36, spec.name);
+  REQUIRE(created);
+  created->checkpoint_step = 12;
+
+  spec.memory.hard_limit_mib = 400;
+  auto inv = make_worker_invocation(spec, store, *created, "/opt/baton/baton-worker", 5);
+  REQUIRE(inv.argv.size() == 5);
+  CHECK(inv.argv[0] == "/opt/baton/baton-worker");
+  CHECK(inv.argv[1] == "--job");
+  CHECK(inv.argv[2] == store.spec_path(spec.name).string());
+  CHECK(inv.argv[4] == store.checkpoint_dir(spec.name).string());
+  CHECK(inv.working_dir == store.job_dir(spec.name));
+  const std::map<std::string, std::string> env(inv.env.begin(), inv.env.end());
+  CHECK(env.at("BATON_START_STEP") == "12");
+  CHECK(env.at("BATON_MAX_STEPS") == "5");
+  CHECK(env.at("BATON_JOB_ID") == spec.name);
+  // The hard limit plus a quarter: sampling kills at the limit, the Job Object only catches what
+  // outruns the sampler.
+  REQUIRE(inv.memory_backstop_bytes);
+  CHECK(*inv.memory_backstop_bytes == 500ull << 20);
+
+  spec.memory.hard_limit_mib.reset();
+  inv = make_worker_invocation(spec, store, *created, "/opt/baton/baton-worker");
+  CHECK_FALSE(inv.memory_backstop_bytes);
+  CHECK(std::none_of(inv.env.begin(), inv.env.end(),
+                     [](const auto& kv) { return kv.first == "BATON_MAX_STEPS"; }));
   fs::remove_all(dir);
 }
