@@ -6,6 +6,7 @@
 
 #include "os/env.h"
 #include "os/system.h"
+#include "os/windows_command_line.h"
 #include "supervisor/daemon_settings.h"
 
 namespace baton {
@@ -165,32 +166,6 @@ std::vector<std::string> service_argv(const service_install_request& r) {
   return argv;
 }
 
-std::string windows_command_line(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& arg : argv) {
-    if (!out.empty()) out += ' ';
-    if (!arg.empty() && arg.find_first_of(" \t\n\v\"") == std::string::npos) {
-      out += arg;
-      continue;
-    }
-    out += '"';
-    std::size_t backslashes = 0;
-    for (const char c : arg) {
-      if (c == '\\') {
-        ++backslashes;
-        continue;
-      }
-      // Backslashes escape only a quote: double them there (plus one for the quote itself).
-      out.append(c == '"' ? backslashes * 2 + 1 : backslashes, '\\');
-      backslashes = 0;
-      out += c;
-    }
-    out.append(backslashes * 2, '\\');  // they precede the closing quote
-    out += '"';
-  }
-  return out;
-}
-
 os::service_install_options service_install_options_for(const service_install_request& r) {
   os::service_install_options o;
   o.name = r.name;
@@ -199,7 +174,7 @@ os::service_install_options service_install_options_for(const service_install_re
                    : r.name == "baton"     ? std::string(default_display_name)
                                        : std::string(default_display_name) + " (" + r.name + ")";
   o.description = description;
-  o.command_line = windows_command_line(service_argv(r));
+  o.command_line = os::windows_command_line(service_argv(r));
   for (const auto d : service_restart_delays) {
     o.restart_delays.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(d));
   }

@@ -40,10 +40,6 @@ status check_service_name(const std::string& name);
 // {baton_exe, "serve", "--service", ...} with the options the request sets.
 std::vector<std::string> service_argv(const service_install_request& r);
 
-// argv as one command line that CommandLineToArgvW and the C runtime split back into the same
-// arguments (quotes only where needed; backslashes doubled only before a quote).
-std::string windows_command_line(const std::vector<std::string>& argv);
-
 // Everything install_service needs: the quoted command line, description and recovery actions.
 os::service_install_options service_install_options_for(const service_install_request& r);
 

@@ -24,6 +24,7 @@
 
 #include "os/line_splitter.h"
 #include "os/process.h"
+#include "os/windows_command_line.h"
 
 namespace baton::os {
 
@@ -46,41 +47,8 @@ constexpr UINT kill_exit_code = 128 + 9;
 // below is not honoured, e.g. older wine, this is the only guard).
 std::mutex spawn_mutex;
 
-// One command-line argument quoted for CommandLineToArgvW / the C runtime's parser: backslashes
-// are literal except before a quote, where they escape and must be doubled.
-void append_quoted(std::wstring& cmd, const std::wstring& arg) {
-  if (!arg.empty() && arg.find_first_of(L" \t\n\v\"") == std::wstring::npos) {
-    cmd += arg;
-    return;
-  }
-  cmd += L'"';
-  for (std::size_t i = 0;; ++i) {
-    std::size_t backslashes = 0;
-    while (i < arg.size() && arg[i] == L'\\') {
-      ++i;
-      ++backslashes;
-    }
-    if (i == arg.size()) {
-      cmd.append(backslashes * 2, L'\\');  // they precede the closing quote
-      break;
-    }
-    if (arg[i] == L'"') {
-      cmd.append(backslashes * 2 + 1, L'\\');
-    } else {
-      cmd.append(backslashes, L'\\');
-    }
-    cmd += arg[i];
-  }
-  cmd += L'"';
-}
-
 std::wstring command_line(const std::vector<std::string>& argv) {
-  std::wstring cmd;
-  for (const auto& a : argv) {
-    if (!cmd.empty()) cmd += L' ';
-    append_quoted(cmd, widen(a));
-  }
-  return cmd;
+  return widen(windows_command_line(argv));
 }
 
 std::wstring upper(std::wstring s) {
