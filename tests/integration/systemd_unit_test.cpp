@@ -42,9 +42,9 @@ bool have_systemd_analyze() {
 }  // namespace
 
 TEST_CASE("the systemd unit verifies without warnings", "[integration][systemd]") {
+  // Issue 5 asks for this check to run, so a missing tool fails rather than skips.
   if (!have_systemd_analyze()) {
-    WARN("systemd-analyze not installed: skipped");
-    return;
+    FAIL("systemd-analyze not installed (scripts/setup.sh installs the systemd package)");
   }
   const auto dir = fs::temp_directory_path() / "baton-unit-test";
   fs::remove_all(dir);
