@@ -22,6 +22,7 @@
 #include "os/process.h"
 #include "supervisor/bad_api_requests.h"
 #include "supervisor/control_client.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
@@ -34,10 +35,7 @@ namespace control_client = baton::supervisor::control_client;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-itest-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-itest-" + name);
 }
 
 std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }

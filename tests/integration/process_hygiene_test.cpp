@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -21,10 +22,7 @@ using namespace std::chrono_literals;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-hygiene-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-hygiene-" + name);
 }
 
 // The worker: says hello, starts a SIGTERM-ignoring child in its group and a double-forked

@@ -14,6 +14,7 @@
 #include "os/env.h"
 #include "protocol/checkpoint.h"
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -21,10 +22,7 @@ using nlohmann::json;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-run-builtin-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-run-builtin-" + name);
 }
 
 // 2048 samples, batch 128: 16 steps per epoch, 4 epochs, one epoch per shard. Steps of a few

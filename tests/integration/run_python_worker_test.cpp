@@ -8,6 +8,7 @@
 #include "os/env.h"
 #include "protocol/checkpoint.h"
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -15,10 +16,7 @@ using nlohmann::json;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-run-py-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-run-py-" + name);
 }
 
 json example_job() {

@@ -16,6 +16,7 @@
 
 #include "os/system.h"
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -27,10 +28,7 @@ namespace {
 constexpr unsigned stopped = 1, running = 4;
 
 fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-service-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-service-" + name);
 }
 
 std::string read_text(const fs::path& p) {

@@ -3,14 +3,13 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "support/test_paths.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 fs::path scratch_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-env-test-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-env-test-" + name);
 }
 }  // namespace
 

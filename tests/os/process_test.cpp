@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "os/posix/proc_stat.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using baton::os::exit_status;
@@ -92,10 +93,7 @@ std::unique_ptr<baton::os::process> python(boost::asio::io_context& io, const st
 }
 
 fs::path scratch_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-process-test-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-process-test-" + name);
 }
 
 constexpr std::uint64_t mib = 1024 * 1024;

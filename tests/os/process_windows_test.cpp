@@ -11,6 +11,7 @@
 
 #include "os/env.h"
 #include "os/process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using baton::os::exit_status;
@@ -68,10 +69,7 @@ std::unique_ptr<baton::os::process> start(boost::asio::io_context& io,
 }
 
 fs::path scratch_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-win-test-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-win-test-" + name);
 }
 
 bool has_line(const observed& o, const std::string& line) {

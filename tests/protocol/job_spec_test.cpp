@@ -49,10 +49,7 @@ std::string error_of(const json& doc) {
 }
 
 fs::path scratch_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-job-spec-test-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-job-spec-test-" + name);
 }
 
 void write(const fs::path& p, const std::string& text) {

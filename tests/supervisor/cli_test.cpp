@@ -9,6 +9,7 @@
 
 #include "os/env.h"
 #include "protocol/job_spec.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -31,10 +32,7 @@ cli_run run(std::vector<std::string> args) {
 }
 
 fs::path scratch_dir(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-cli-test-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-cli-test-" + name);
 }
 
 const std::string seed = std::string(BATON_SOURCE_DIR) + "/configs/seed.json";

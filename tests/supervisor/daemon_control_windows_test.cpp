@@ -16,6 +16,7 @@
 #include "supervisor/control_endpoint.h"
 #include "support/private_file_checks.h"
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -26,10 +27,7 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-win-daemon-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-win-daemon-" + name);
 }
 
 std::string read_text(const fs::path& p) {

@@ -13,6 +13,7 @@
 #include "os/env.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_store.h"
+#include "support/test_paths.h"
 
 using namespace baton::supervisor;
 namespace fs = std::filesystem;
@@ -23,10 +24,7 @@ using namespace std::chrono_literals;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-daemon-test-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-daemon-test-" + name);
 }
 
 std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }

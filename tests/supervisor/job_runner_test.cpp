@@ -17,6 +17,7 @@
 
 #include "os/fault_env.h"
 #include "protocol/checkpoint_store.h"
+#include "support/test_paths.h"
 
 using namespace baton::supervisor;
 namespace fs = std::filesystem;
@@ -25,10 +26,7 @@ using namespace std::chrono_literals;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("baton-job-runner-test-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return baton::test::fresh_scratch_dir("baton-job-runner-test-" + name);
 }
 
 // The Python example's small job (two shards of three epochs), run by the built-in worker.

@@ -5,12 +5,22 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 namespace baton::test {
 
 // "/etc/baton" on POSIX; "C:\etc\baton" (the current drive) on Windows.
 inline std::filesystem::path abs_path(const std::filesystem::path& posix_absolute) {
   return std::filesystem::absolute(posix_absolute).lexically_normal();
+}
+
+// An empty folder `name` under the temp directory, emptied first: a failed run's files stay for
+// inspection until the next run. Each test file prefixes its names so parallel tests never share.
+inline std::filesystem::path fresh_scratch_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 }  // namespace baton::test
