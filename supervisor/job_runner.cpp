@@ -4,9 +4,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
-#include <fstream>
 
-#include "os/process.h"
 #include "protocol/checkpoint.h"
 #include "protocol/checkpoint_store.h"
 #include "protocol/messages.h"
@@ -32,7 +30,52 @@ std::string shard_env_value(const protocol::shard_spec& s) { return std::to_stri
 // and waits this long for the pipe to drain before it moves on without it.
 constexpr std::chrono::milliseconds drain_timeout{2000};
 
+// The newest shard, if its worker died with an earlier supervisor and no exit was recorded.
+void close_interrupted_shard(job_record& r, const std::string& why) {
+  if (r.shards.empty() || r.shards.back().cause) return;
+  auto& s = r.shards.back();
+  s.cause = exit_cause::stopped;
+  s.detail = why;
+  s.ended_ms = std::max(s.started_ms, r.updated_ms);
+  s.end_step = std::max(s.end_step, r.checkpoint_step);
+  ++r.exits_by_cause[std::string(to_string(exit_cause::stopped))];
+}
+
+void append_line(env& e, const fs::path& file, std::string_view line) {
+  auto f = e.new_appendable_file(file);
+  if (!f) return;
+  std::string text(line);
+  text += '\n';
+  (void)(*f)->append(text);
+  (void)(*f)->close();
+}
+
 }  // namespace
+
+void append_job_log(env& e, const job_store& store, const std::string& id,
+                    const std::string& message) {
+  append_line(e, store.log_path(id), "[baton] " + message);
+}
+
+rest_outcome feed_job_at_rest(env& e, job_store& store, job_record& record, const event& ev) {
+  rest_outcome out;
+  // At rest nothing reads the worker settings: no worker, no timer can be asked for.
+  auto r = transition(record, job_runtime{}, ev, machine_settings{});
+  out.ignored = r.ignored;
+  static_cast<job_standing&>(record) = std::move(r.standing);
+  for (const auto& a : r.actions) {
+    if (const auto* c = std::get_if<act::close_interrupted_shard>(&a)) {
+      close_interrupted_shard(record, c->detail);
+    } else if (const auto* l = std::get_if<act::log_event>(&a)) {
+      append_job_log(e, store, record.id, l->message);
+    } else if (std::holds_alternative<act::persist>(a)) {
+      out.saved = store.save(record);
+    } else if (std::holds_alternative<act::request_slot>(a)) {
+      out.wants_slot = true;
+    }
+  }
+  return out;
+}
 
 status verify_reported_checkpoint(env& e, const fs::path& checkpoint_dir, const std::string& path,
                                   std::int64_t step, const std::string& digest) {
@@ -91,9 +134,11 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
 }
 
 struct job_runner::impl : std::enable_shared_from_this<impl> {
-  impl(asio::io_context& io_, job_store& store_, job_record record_, protocol::job_spec spec_,
-       runner_options options_)
+  impl(asio::io_context& io_, env& files_, process_launcher& launcher_, job_store& store_,
+       job_record record_, protocol::job_spec spec_, runner_options options_)
       : io(io_),
+        files(files_),
+        launcher(launcher_),
         store(store_),
         record(std::move(record_)),
         spec(std::move(spec_)),
@@ -105,22 +150,24 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         drain_timer(io_) {}
 
   asio::io_context& io;
+  env& files;
+  process_launcher& launcher;
   job_store& store;
-  job_record record;
+  job_record record;  // its job_standing is the machine's persisted state
   protocol::job_spec spec;
   runner_options options;
   machine_settings settings;
-  shard_state machine;
+  job_runtime runtime;  // the machine's in-memory state
   live_status live;
 
-  std::unique_ptr<os::process> worker;
+  std::unique_ptr<worker_process> worker;
   std::uint64_t worker_gen = 0;  // handlers of an older worker see a newer generation and return
   bool stdout_done = false;
   std::optional<os::exit_status> exit_status;
   std::optional<protocol::done_msg> last_done;
   std::vector<rss_sample> samples;  // full resolution, this worker only
 
-  // One per timer_kind (stall, grace, backoff, budget); generations make cancelled waits
+  // One per timer_kind (stall, grace, restart, budget); generations make cancelled waits
   // harmless.
   asio::steady_timer timers[4];
   std::uint64_t timer_gen[4] = {0, 0, 0, 0};
@@ -135,8 +182,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
 
   void log_event(const std::string& message) {
     if (options.on_event) options.on_event(message);
-    std::ofstream out(store.log_path(record.id), std::ios::app);
-    out << "[baton] " << message << '\n';
+    append_job_log(files, store, record.id, message);
   }
 
   void changed() {
@@ -151,9 +197,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     while (!pending.empty()) {
       event next = std::move(pending.front());
       pending.pop_front();
-      auto r = transition(machine, next, settings);
-      machine = std::move(r.state);
-      sync_record();
+      auto r = transition(record, runtime, next, settings);
+      static_cast<job_standing&>(record) = std::move(r.standing);
+      runtime = std::move(r.runtime);
       for (const auto& a : r.actions) apply(a);
     }
     dispatching = false;
@@ -161,20 +207,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     check_rest();
   }
 
-  void sync_record() {
-    const auto state = public_state(machine.phase);
-    record.state = state;
-    record.consecutive_failures = machine.failures;
-    if (state == job_state::failed || state == job_state::paused) {
-      record.diagnosis = machine.diagnosis;
-    } else if (state != job_state::backoff) {
-      record.diagnosis.clear();
-    }
-  }
-
   void check_rest() {
     const bool rest =
-        (is_terminal(machine.phase) || machine.phase == shard_phase::paused) && worker == nullptr;
+        (is_terminal(record.state) || record.state == job_state::paused) && worker == nullptr;
     if (rest && !rest_reported) {
       rest_reported = true;
       rss_timer.cancel();
@@ -213,8 +248,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
             case timer_kind::grace:
               self->post_event(ev::grace_elapsed{});
               break;
-            case timer_kind::backoff:
-              self->post_event(ev::backoff_elapsed{});
+            case timer_kind::restart:
+              self->post_event(ev::restart_due{});
               break;
             case timer_kind::budget:
               self->post_event(ev::budget_elapsed{});
@@ -248,17 +283,22 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
               std::to_string(record.checkpoint_step));
   }
 
-  void apply_one(const act::mark_completed&) { log_event("job completed"); }
-  void apply_one(const act::mark_failed& x) { log_event("job failed: " + x.diagnosis); }
-  void apply_one(const act::mark_cancelled&) { log_event("job cancelled"); }
-  void apply_one(const act::mark_paused& x) { log_event("job paused: " + x.reason); }
+  void apply_one(const act::close_interrupted_shard& x) {
+    close_interrupted_shard(record, x.detail);
+  }
+  void apply_one(const act::log_event& x) { log_event(x.message); }
+  // The runner holds its slot already: a job queued again (a resume) starts at once.
+  void apply_one(const act::request_slot&) {
+    rest_reported = false;
+    post_event(ev::start_requested{});
+  }
 
   void apply_one(const act::persist&) {
     if (auto s = store.save(record); !s) {
       log_event("cannot save the job record: " + s.error().message);
       if (!persist_failed) {
         persist_failed = true;
-        post_event(ev::disk_full{s.error().message});
+        post_event(ev::save_failed{s.error().message});
       }
       return;
     }
@@ -267,21 +307,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
 
   void kill_worker_tree() {
     if (!worker) return;
-    if (auto s = worker->signal_group(os::group_signal::kill); !s) {
-      log_event("kill: " + s.error().message);
-    }
-    // Descendants that left the group (setsid, double fork) are found through the tree.
-    (void)os::kill_descendants(worker->pid());
-    // A double fork leaves no trace in the tree: the escapee was re-parented to us (subreaper)
-    // before any kill. It still carries this job's environment.
-    (void)os::kill_orphans_with_env("BATON_JOB_DIR", store.job_dir(record.id).string());
+    if (auto s = worker->kill_tree(); !s) log_event("kill: " + s.error().message);
   }
 
   void spawn(std::optional<std::int64_t> max_steps) {
-    // Escapees killed after earlier workers were re-parented to us (subreaper); collect their
-    // exit status so a long-running supervisor does not accumulate zombies. Never touches a
-    // process that spawn() started: those belong to their `process` objects.
-    (void)os::reap_orphans();
     const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
     shard_record shard;
     shard.index = static_cast<std::int64_t>(record.shards.size());
@@ -297,7 +326,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
     o.stderr_log = store.log_path(record.id);
-    auto p = os::spawn(io, o);
+    auto p = launcher.spawn(io, o);
     if (!p) {
       shard.cause = exit_cause::spawn_failed;
       shard.detail = p.error().message;
@@ -357,8 +386,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     auto msg = protocol::decode_worker_message(line);
     if (!msg) {
       // Not protocol: external trainers print logs on stdout too. Keep them in the job's log.
-      std::ofstream out(store.log_path(record.id), std::ios::app);
-      out << line << '\n';
+      append_line(files, store.log_path(record.id), line);
       return;
     }
     std::visit([this](const auto& m) { on_message(m); }, *msg);
@@ -367,7 +395,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   void on_message(const protocol::hello_msg& m) {
     if (auto s = protocol::check_protocol(m); !s) {
       log_event("worker refused: " + s.error().message);
-      post_event(ev::checkpoint_invalid{s.error().message});
+      post_event(ev::protocol_violation{s.error().message});
       return;
     }
     post_event(ev::hello{});
@@ -390,14 +418,14 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
 
   void on_message(const protocol::checkpoint_msg& m) {
     const auto dir = store.checkpoint_dir(record.id);
-    if (auto s = verify_reported_checkpoint(env::default_env(), dir, m.path, m.step, m.digest);
-        !s) {
+    if (auto s = verify_reported_checkpoint(files, dir, m.path, m.step, m.digest); !s) {
       log_event("rejected checkpoint: " + s.error().message);
-      post_event(ev::checkpoint_invalid{s.error().message});
+      post_event(ev::checkpoint_rejected{s.error().message});
       return;
     }
+    // The step itself is the machine's (checkpoint_verified); the file and the shard's end go
+    // with it.
     if (m.step >= record.checkpoint_step) {
-      record.checkpoint_step = m.step;
       record.checkpoint_path = fs::path(m.path).lexically_normal().string();
       if (!record.shards.empty()) record.shards.back().end_step = m.step;
     }
@@ -473,9 +501,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 };
 
-job_runner::job_runner(asio::io_context& io, job_store& store, job_record record,
-                       protocol::job_spec spec, runner_options options)
-    : impl_(std::make_shared<impl>(io, store, std::move(record), std::move(spec),
+job_runner::job_runner(asio::io_context& io, env& e, process_launcher& launcher, job_store& store,
+                       job_record record, protocol::job_spec spec, runner_options options)
+    : impl_(std::make_shared<impl>(io, e, launcher, store, std::move(record), std::move(spec),
                                    std::move(options))) {}
 
 job_runner::~job_runner() {
@@ -487,61 +515,33 @@ job_runner::~job_runner() {
 }
 
 void job_runner::start() {
-  auto& r = impl_->record;
+  auto& m = *impl_;
+  auto& r = m.record;
   // The record may lag the disk (a supervisor killed between a checkpoint and its record):
   // the newest checkpoint that verifies is the truth.
-  protocol::checkpoint_store cs(env::default_env(), impl_->store.checkpoint_dir(r.id),
-                                impl_->spec.checkpoints.keep);
+  protocol::checkpoint_store cs(m.files, m.store.checkpoint_dir(r.id), m.spec.checkpoints.keep);
   if (auto newest = cs.load_newest(); newest && *newest) {
-    if ((*newest)->data.step() > r.checkpoint_step) {
-      r.checkpoint_step = (*newest)->data.step();
-      r.checkpoint_path = (*newest)->path.string();
-    }
-    for (const auto& why : (*newest)->rejected) impl_->log_event("skipped checkpoint: " + why);
+    const auto before = r.checkpoint_step;
+    m.post_event(ev::checkpoint_found{(*newest)->data.step()});
+    if (r.checkpoint_step != before) r.checkpoint_path = (*newest)->path.string();
+    for (const auto& why : (*newest)->rejected) m.log_event("skipped checkpoint: " + why);
   } else if (!newest) {
-    impl_->log_event(newest.error().message);
+    m.log_event(newest.error().message);
   }
-  auto& m = impl_->machine;
-  m.checkpoint_step = r.checkpoint_step;
-  m.failures = r.consecutive_failures;
-  m.failure_step = r.checkpoint_step;
-  impl_->live.step = r.checkpoint_step;
-  impl_->live.total_steps = r.total_steps;
-  if (is_terminal(r.state)) {
-    m.phase = r.state == job_state::completed   ? shard_phase::completed
-              : r.state == job_state::cancelled ? shard_phase::cancelled
-                                                : shard_phase::failed;
-    m.diagnosis = r.diagnosis;
-    impl_->check_rest();
-    return;
-  }
-  if (r.state == job_state::paused) {
-    m.phase = shard_phase::paused;
-    m.diagnosis = r.diagnosis;
-    impl_->check_rest();
-    return;
-  }
-  m.phase = shard_phase::queued;
-  impl_->post_event(ev::start_requested{});
+  m.live.step = r.checkpoint_step;
+  m.live.total_steps = r.total_steps;
+  m.post_event(ev::start_requested{});
 }
 
 void job_runner::cancel() { impl_->post_event(ev::cancel_requested{}); }
-
 void job_runner::pause(std::string reason) {
-  impl_->post_event(ev::pause_requested{});
-  if (!reason.empty()) impl_->machine.diagnosis = std::move(reason);
+  impl_->post_event(ev::pause_requested{std::move(reason)});
 }
-
-void job_runner::resume() {
-  if (impl_->machine.phase != shard_phase::paused) return;
-  impl_->rest_reported = false;
-  impl_->post_event(ev::resume_requested{});
-  impl_->post_event(ev::start_requested{});
-}
+void job_runner::resume() { impl_->post_event(ev::resume_requested{}); }
 
 bool job_runner::at_rest() const { return impl_->rest_reported; }
 const job_record& job_runner::record() const { return impl_->record; }
 const live_status& job_runner::live() const { return impl_->live; }
-shard_phase job_runner::phase() const { return impl_->machine.phase; }
+const job_runtime& job_runner::runtime() const { return impl_->runtime; }
 
 }  // namespace baton::supervisor

@@ -359,25 +359,26 @@ TEST_CASE("log chunks are bounded and never split a UTF-8 character", "[unit][da
   text += "\xc3\xa9";  // é at bytes 10-11
   text += "tail";
   std::ofstream(file, std::ios::binary) << text;
-  auto c = read_log_chunk(file, 0, 11);  // would end inside é
+  auto c = read_log_chunk(baton::env::default_env(), file, 0, 11);  // would end inside é
   REQUIRE(c);
   CHECK(c->data == std::string(10, 'a'));
   CHECK(c->next_offset == 10);
   CHECK(c->size == text.size());
-  c = read_log_chunk(file, 10, 100);
+  c = read_log_chunk(baton::env::default_env(), file, 10, 100);
   REQUIRE(c);
   CHECK(c->data == "\xc3\xa9tail");
   CHECK(c->next_offset == text.size());
-  c = read_log_chunk(file, 1000, 100);  // past the end: nothing, same offset
+  c = read_log_chunk(baton::env::default_env(), file, 1000,
+                     100);  // past the end: nothing, same offset
   REQUIRE(c);
   CHECK(c->data.empty());
   CHECK(c->next_offset == 1000);
-  c = read_log_chunk(dir / "missing.log", 0);
+  c = read_log_chunk(baton::env::default_env(), dir / "missing.log", 0);
   REQUIRE(c);
   CHECK(c->size == 0);
 
   std::ofstream(file, std::ios::binary) << std::string(200 * 1024, 'x');
-  c = read_log_chunk(file, 0);
+  c = read_log_chunk(baton::env::default_env(), file, 0);
   REQUIRE(c);
   CHECK(c->data.size() == max_log_chunk_bytes);
 }
