@@ -129,6 +129,7 @@ class Session:
         self._done_sent = False
         self._old_handlers: Dict[int, Any] = {}
         self._epochs_unknown = False
+        self._damaged: set = set()  # standalone: folders that failed verification at start
         self.job: Dict[str, Any] = {}
         self.params: Dict[str, Any] = {}
         self.restore_path: Optional[Path] = None
@@ -268,6 +269,7 @@ class Session:
                 m = verify_folder(p)
             except (CheckpointError, OSError) as e:
                 print("baton: skipped checkpoint %s: %s" % (p, e), file=sys.stderr)
+                self._damaged.add(p.name)
                 continue
             self.restore_path, self.restored_step = p, m["step"]
             return
@@ -345,19 +347,26 @@ class Session:
                 self._request_stop("protocol channel closed")
 
     def _read_stdin(self) -> None:
-        stream = getattr(sys.stdin, "buffer", None)
-        if stream is None:
-            return
-        try:
-            for line in stream:
+        # Raw reads of fd 0, not sys.stdin: a daemon thread blocked inside a buffered reader
+        # would hold its lock and abort the interpreter at exit (CPython's "could not acquire
+        # lock for <stdin> at interpreter shutdown").
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(0, 65536)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return  # EOF, or a closed stdin, is not a stop
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
                 try:
                     msg = json.loads(line.decode("utf-8", "replace"))
                 except ValueError:
                     continue
                 if isinstance(msg, dict) and msg.get("type") == "stop":
                     self._request_stop("stop message")
-        except (OSError, ValueError):
-            pass  # EOF or a closed stdin is not a stop
 
     def _request_stop(self, reason: str) -> None:
         if not self._stop:
@@ -499,6 +508,11 @@ class Session:
         keep = self._keep_arg or int(self.job.get("checkpoints", {}).get("keep", 2) or 2)
         sealed = sorted(p for p in self.checkpoint_dir.iterdir()
                         if _CKPT_RE.match(p.name) and p.is_dir())
+        for old in sealed:
+            if old.name in self._damaged and old.name < final.name:  # known bad, superseded
+                shutil.rmtree(old, ignore_errors=True)
+                self._damaged.discard(old.name)
+        sealed = [p for p in sealed if p.exists()]
         for old in sealed[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
         print("baton: sealed %s" % final, file=sys.stderr)
