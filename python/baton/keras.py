@@ -49,7 +49,7 @@ class BatonCallback(_Base):  # type: ignore[misc,valid-type]
 
     def __init__(self, session, steps_per_epoch: Optional[int] = None) -> None:
         super().__init__()
-        if _Base is object:  # Keras's Callback sets these itself
+        if _Base is object:  # Keras's Callback sets these itself (`model` is a property there)
             self.params: Dict[str, Any] = {}
             self.model = None
         self.session = session
@@ -60,9 +60,6 @@ class BatonCallback(_Base):  # type: ignore[misc,valid-type]
         self.step = session.restored_step
         self._epoch = 0
         self._saved_step: Optional[int] = None
-
-    def _model(self, model=None):
-        return model if model is not None else self.model
 
     def restore(self, model) -> int:
         """Load the session's restore point into `model` (weights and optimizer state);
@@ -114,7 +111,7 @@ class BatonCallback(_Base):  # type: ignore[misc,valid-type]
     # ---------------------------------------------------------------------------------------
     def checkpoint(self, model=None) -> None:
         """Save the model (``model.save``) and the position at the current step."""
-        model = self._model(model)
+        model = model if model is not None else self.model
         if self._saved_step == self.step:
             return
         spe = self.steps_per_epoch or 1
