@@ -94,8 +94,8 @@ def main():
     if a.quick:
         a.steps, a.calls = 3, 20000
     out = os.fdopen(os.dup(2), "w")
-    print("cpu: %s (%d cores), python %s" % (cpu_model(), os.cpu_count(), platform.python_version()),
-          file=out)
+    print("cpu: %s (%d cores), python %s" %
+          (cpu_model(), os.cpu_count(), platform.python_version()), file=out)
     step_ms = torch_step_ms(a.threads, a.steps, out)
     us = session_cost(a.calls, out)
     print("ratio: %.2g%% of this machine's training step, %.2g%% of a 7 ms seed step "

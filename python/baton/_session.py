@@ -216,7 +216,11 @@ class Session:
             if not isinstance(self.job, dict):
                 raise ConfigError("job file %s: not a JSON object" % self._job_file)
             params = self.job.get("params", {})
-            self.params = params if isinstance(params, dict) else {"value": params}
+            if params is None:
+                params = {}
+            if not isinstance(params, dict):
+                raise ConfigError("params: expected an object, got %s" % type(params).__name__)
+            self.params = params
         if self.under_baton:
             self._shard_steps = _env_int("BATON_SHARD_STEPS", 1)
             self._shard_epochs = _env_int("BATON_SHARD_EPOCHS", 1)
@@ -387,6 +391,8 @@ class Session:
             return
 
         def handler(signum, frame):
+            if self._stop and signum == signal.SIGINT and not self.under_baton:
+                raise KeyboardInterrupt  # a second Ctrl-C, standalone: stop waiting
             self._request_stop("signal %d" % signum)
 
         for sig in (signal.SIGTERM, signal.SIGINT):

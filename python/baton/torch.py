@@ -8,7 +8,7 @@ Example::
 
     import baton, baton.torch as bt
     with baton.Session(total_steps=total, steps_per_epoch=spe) as s:
-        step = bt.load(s.restore_path, model, opt)["step"] if s.restore_path else 0
+        step = bt.load(s.restore_path, model, opt)["step"]  # 0 on a fresh start
         while step < total and not s.should_stop():
             idx = bt.batch_indices(n, 32, step, seed=0); ...; step += 1; s.report(step, loss=loss)
         with s.checkpoint(step) as folder:
@@ -113,10 +113,13 @@ def _torch_load(path: Path) -> Any:
         return torch.load(path, map_location="cpu")
 
 
-def load(folder: PathLike, model: "torch.nn.Module", optimizer: Optional[Any] = None,
+def load(folder: Optional[PathLike], model: "torch.nn.Module", optimizer: Optional[Any] = None,
          scheduler: Optional[Any] = None, restore_rng: bool = True) -> Dict[str, Any]:
     """Restore what `save` wrote (into the given objects, in place) and return the position:
-    ``{"step": ..., "epoch": ..., "batch": ..., "extra": ...}``."""
+    ``{"step": ..., "epoch": ..., "batch": ..., "extra": ...}``. With `folder` None (a fresh
+    start: ``Session.restore_path`` is None) nothing is touched and the position is step 0."""
+    if folder is None:
+        return {"step": 0, "epoch": 0, "batch": 0, "extra": None}
     folder = Path(folder)
     model.load_state_dict(_torch_load(folder / MODEL_FILE))
     training = _torch_load(folder / TRAINING_FILE)

@@ -24,7 +24,8 @@ class Worker:
         job_file = tmp_path / "job.json"
         job_file.write_text(json.dumps(job or {"name": "t"}))
         e = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
-        e.update({"BATON_PROTOCOL_VERSION": "1", "BATON_JOB_ID": "t", "BATON_JOB_FILE": str(job_file),
+        e.update({"BATON_PROTOCOL_VERSION": "1", "BATON_JOB_ID": "t",
+                  "BATON_JOB_FILE": str(job_file),
                   "BATON_JOB_DIR": str(tmp_path), "BATON_CHECKPOINT_DIR": str(self.ckpt),
                   "BATON_SHARD_INDEX": "0", "BATON_START_STEP": "0",
                   "BATON_STAGING_DIR": str(self.staging),
@@ -54,6 +55,12 @@ class Worker:
     def send(self, obj):
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())
         self.proc.stdin.flush()
+
+    def drain(self):
+        """Read protocol lines until the worker closes stdout, keeping stdin open (so a stop can
+        still be sent meanwhile, from another thread)."""
+        for raw in iter(self.proc.stdout.readline, b""):
+            self.lines.append(json.loads(raw))
 
     def finish(self, timeout=60):
         out, err = self.proc.communicate(timeout=timeout)

@@ -74,7 +74,8 @@ def make_fake_keras():
                 for b in range(steps):
                     for cb in callbacks:
                         cb.on_train_batch_begin(b)
-                    xb, yb = x[b * batch_size:(b + 1) * batch_size], y[b * batch_size:(b + 1) * batch_size]
+                    rows = slice(b * batch_size, (b + 1) * batch_size)
+                    xb, yb = x[rows], y[rows]
                     p = 1 / (1 + np.exp(-xb @ self.w))
                     self.w = self.w - 0.1 * xb.T @ (p - yb) / len(xb)
                     self.optimizer.iterations += 1

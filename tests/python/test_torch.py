@@ -1,6 +1,7 @@
 """baton.torch and the PyTorch example: resume is bit-exact (2 shards == 1 run == standalone),
 and the example's baton-specific lines number at most 15."""
 import hashlib
+import time
 import json
 import os
 import re
@@ -121,3 +122,61 @@ def test_example_has_at_most_15_baton_lines():
     readme = (EXAMPLE.parent / "README.md").read_text()
     for ln in lines:  # the README shows every one of them
         assert ln.strip() in readme, ln
+
+
+def test_recycled_by_memory_like_baton_and_still_bit_exact(tmp_path):
+    """A fake supervisor with a soft limit: it samples the leaking worker's RSS every 10 ms and
+    sends a stop line once it grew by 24 MiB; each stopped worker's folder is sealed and the
+    next one resumes from it. The end is bit-equal to an undisturbed run without the leak."""
+    import threading
+    params = {"epochs": 3, "samples": 512, "features": 8, "units": 1024, "batch_size": 16,
+              "threads": 1, "seed": 2}
+    reference, _ = run_shard(tmp_path / "ref", params, {"BATON_SHARD_STEPS": "1000"})
+
+    def rss_mib(pid):
+        with open("/proc/%d/statm" % pid) as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    resume, shard, stops = None, 0, 0
+    while True:
+        staging = tmp_path / "leak" / "ckpt" / (".staging-%d" % shard)
+        env = {"BATON_SHARD_STEPS": "1000", "BATON_SHARD_INDEX": str(shard),
+               "BATON_STAGING_DIR": str(staging)}
+        if resume is not None:
+            env.update(BATON_RESUME_FROM=str(resume), BATON_START_STEP=str(int(resume.name[5:])))
+        staging.mkdir(parents=True)
+        job = {"name": "pt", "params": dict(params, leak=True)}
+        w = Worker(EXAMPLE, tmp_path / "leak", env=env, job=job)
+        w.staging = staging
+        assert w.read_message()["type"] == "hello"
+        w.wait_for("progress")  # the first step is done: model, data and Adam state exist
+        base = rss_mib(w.proc.pid)
+        asked = []
+
+        def sample():
+            while w.proc.poll() is None and not asked:
+                try:
+                    if rss_mib(w.proc.pid) > base + 24:
+                        w.send({"type": "stop"})
+                        asked.append(True)
+                except (OSError, ValueError):
+                    return
+                time.sleep(0.01)
+
+        t = threading.Thread(target=sample)
+        t.start()
+        w.drain()
+        t.join()
+        code = w.finish(timeout=300)
+        assert code == (3 if asked else 0), w.stderr
+        ck = [m for m in w.lines if m["type"] == "checkpoint"][-1]
+        final = w.ckpt / ("ckpt-%012d" % ck["step"])
+        baton.seal_folder(ck["path"], job="pt", step=ck["step"])
+        os.replace(ck["path"], final)
+        resume, shard, stops = final, shard + 1, stops + bool(asked)
+        if w.lines[-1]["job_complete"]:
+            break
+        assert shard < 30
+    assert stops >= 2, "the leak should have been recycled at least twice, not %d times" % stops
+    assert resume.name == "ckpt-000000000096"
+    assert weights_digest(resume) == weights_digest(reference)

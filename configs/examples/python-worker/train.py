@@ -198,8 +198,8 @@ def main():
                                          cfg["keep"])
             session.announce_file(path, step, digest)
         else:  # stopped before the first step: re-announce the file it resumed from
-            session.announce_file(session.restore_path, step,
-                                  decode_checkpoint(session.restore_path.read_bytes())[1]["digest"])
+            meta = decode_checkpoint(session.restore_path.read_bytes())[1]
+            session.announce_file(session.restore_path, step, meta["digest"])
 
 
 if __name__ == "__main__":

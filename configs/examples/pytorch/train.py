@@ -42,7 +42,7 @@ def main() -> None:
         total = epochs * steps_per_epoch
         session.total_steps, session.steps_per_epoch = total, steps_per_epoch  # baton
 
-        step = bt.load(session.restore_path, model, opt)["step"] if session.restore_path else 0  # baton
+        step = bt.load(session.restore_path, model, opt)["step"]  # baton
         kept = []  # the leak: every step's loss, graph and activations included
         while step < total and not session.should_stop():  # baton
             idx = bt.batch_indices(samples, batch, step, seed=seed)  # baton
