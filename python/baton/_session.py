@@ -485,9 +485,27 @@ class Session:
         folder.mkdir(parents=True)
         try:
             yield folder
+            if os.path.lexists(folder / MANIFEST_NAME):
+                raise CheckpointError("%s: the trainer must not write %s itself (baton does)" %
+                                      (folder / MANIFEST_NAME, MANIFEST_NAME))
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
+            if not self.under_baton:
+                try:
+                    parent.rmdir()
+                except OSError:
+                    pass
             raise
+        newest = self._checkpoint_step
+        if newest is None and self.restore_path is not None:
+            newest = self.restored_step
+        if newest is not None and step <= newest:
+            # Nothing new since the newest checkpoint (e.g. a stop before the first step): the
+            # supervisor would reject a step that does not advance, so nothing is announced.
+            shutil.rmtree(folder, ignore_errors=True)
+            print("baton: checkpoint at step %d not kept: the newest one is at step %d" %
+                  (step, newest), file=sys.stderr)
+            return
         self._flush_progress()
         if self.under_baton:
             self._send({"type": "checkpoint", "path": str(folder.absolute()), "step": step})

@@ -173,3 +173,37 @@ def test_standalone_runs_to_the_end_and_resumes(tmp_path):
     assert "step 26" in r.stdout and "step 25" not in r.stdout.split("plain print")[1][:40]
     names = sorted(p.name for p in (tmp_path / "baton-checkpoints").iterdir())
     assert names == ["ckpt-000000000025", "ckpt-000000000040"]  # pruned to keep=2
+
+
+def test_a_stop_before_the_first_step_announces_nothing_new(tmp_path, worker):
+    prev = tmp_path / "ckpt" / "ckpt-000000000010"
+    prev.mkdir(parents=True)
+    (prev / "baton-manifest.json").write_text(json.dumps({"step": 10}))
+    script = write_script(tmp_path, textwrap.dedent('''
+        import baton
+        with baton.Session(total_steps=50) as s:
+            s.request_stop("before any step")
+            step = s.restored_step
+            while not s.should_stop():
+                step += 1
+            with s.checkpoint(step) as folder:
+                (folder / "w.bin").write_bytes(b"same as step 10")
+    '''))
+    w = worker(script, env={"BATON_RESUME_FROM": str(prev), "BATON_START_STEP": "10"})
+    assert w.finish() == 3, w.stderr
+    assert [m["type"] for m in w.lines] == ["hello", "progress", "done"]
+    assert w.lines[-1] == {"type": "done", "step": 10, "job_complete": False}
+    assert not (w.staging / "step-10").exists()
+
+
+def test_a_forged_manifest_is_refused_before_the_supervisor_sees_it(tmp_path, worker):
+    script = write_script(tmp_path, textwrap.dedent('''
+        import baton
+        with baton.Session() as s:
+            with s.checkpoint(3) as folder:
+                (folder / "baton-manifest.json").write_text("{}")
+    '''))
+    w = worker(script)
+    assert w.finish() == 1
+    assert w.lines[-1]["type"] == "error" and "must not write" in w.lines[-1]["message"]
+    assert not (w.staging / "step-3").exists()
