@@ -186,7 +186,8 @@ status check_job_files(env& e, const job_spec& spec);
 // with worker.command can lack them, and then baton-worker cannot train it.
 status check_builtin_sections(const job_spec& spec);
 
-// The job with every default filled in; parse_job_spec(to_json(s).dump()) == s.
+// The job with every default filled in (sections a command worker's job left out stay out,
+// params is copied as is); parse_job_spec(to_json(s).dump()) == s.
 nlohmann::json to_json(const job_spec& spec);
 
 // Training geometry derived from the spec (Keras semantics: validation is the last
@@ -200,8 +201,8 @@ struct job_geometry {
 
   bool operator==(const job_geometry&) const = default;
 };
-// Needs spec.training (a default training_spec is used without it, for callers that only want
-// the shard length in steps).
+// Reads spec.training; without one it falls back to training's defaults rather than fail, but
+// those describe no real trainer, so callers check spec.training first (planned_total_steps).
 job_geometry compute_geometry(const job_spec& spec, std::int64_t samples);
 
 // Total steps when the spec alone gives them (synthetic data and a training section); otherwise
