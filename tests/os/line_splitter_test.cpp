@@ -73,7 +73,7 @@ TEST_CASE("a JSON line right after carriage-return-only text is a line of its ow
   CHECK(c.lines == std::vector<std::string>{"10%", "20%", "{\"type\":\"done\"}", "after"});
 }
 
-TEST_CASE("\\r\\n is one line end and empty lines are dropped", "[unit][line_splitter]") {
+TEST_CASE("CR LF is one line end and empty lines are dropped", "[unit][line_splitter]") {
   baton::os::line_splitter s(64);
   collected c;
   s.feed("a\r\n\r\n\n\r\rb\r", c.sink());

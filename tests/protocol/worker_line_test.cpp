@@ -58,7 +58,7 @@ TEST_CASE("a brace that does not start a message leaves the whole line text",
   }
 }
 
-TEST_CASE("plain text is text; blank text is nothing", "[unit][worker_line]") {
+TEST_CASE("plain text is text and blank text is nothing", "[unit][worker_line]") {
   auto r = read_worker_line("Epoch 1/20");
   CHECK(r.text == "Epoch 1/20");
   CHECK_FALSE(r.message);
