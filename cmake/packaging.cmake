@@ -16,6 +16,12 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/README.md
         DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/baton RENAME deploy.md)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/examples/
         DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/baton/examples)
+# The `baton` Python package (python/baton), for Debian's python3: /usr/lib/python3/dist-packages
+# is on its sys.path for every 3.x, and the package is pure Python (no byte code shipped).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/baton
+        DESTINATION lib/python3/dist-packages
+        FILES_MATCHING PATTERN "*.py"
+        PATTERN "__pycache__" EXCLUDE)
 
 if(BATON_NATIVE)
   message(STATUS "baton package: built with -march=native, it runs only on CPUs like this one; "
@@ -38,10 +44,10 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "file:///usr/share/doc/baton/README.md")
 # Exactly what the binaries link (readelf -d: NEEDED), as Debian 12 names them; adduser for the
-# postinst. python3 only for the example worker.
+# postinst. python3 only for the example workers and the `baton` Python package.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libboost-filesystem1.81.0, libxxhash0, libsystemd0, libgomp1, libstdc++6 (>= 12), libgcc-s1, libc6 (>= 2.36), adduser")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3, python3-xxhash, python3-torch")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/deploy/debian/postinst ${PROJECT_SOURCE_DIR}/deploy/debian/prerm
     ${PROJECT_SOURCE_DIR}/deploy/debian/postrm ${PROJECT_SOURCE_DIR}/deploy/debian/conffiles)

@@ -1,8 +1,10 @@
 // Splits a child's stdout, read in arbitrary chunks, into protocol lines. Shared by the POSIX
-// and Windows process code (pure: no OS calls). A '\r' before '\n' is dropped (Windows text
-// mode writes "\r\n"); a line longer than the limit is handed out cut, once, with message_size,
-// and the rest of it up to the next newline is skipped, so one runaway line never buffers
-// without bound. The owner keeps one splitter per stream.
+// and Windows process code (pure: no OS calls). A '\r' ends a line as '\n' does: progress bars
+// redraw themselves with '\r' and never print '\n', and a protocol line written after one must
+// still start a line of its own. Empty lines are dropped, so "\r\n" (Windows text mode) is one
+// line end. A line longer than the limit is handed out cut, once, with message_size, and the rest
+// of it up to the next line end is skipped, so one runaway line never buffers without bound. The
+// owner keeps one splitter per stream.
 #pragma once
 
 #include <boost/system/errc.hpp>
@@ -17,12 +19,12 @@ class line_splitter {
  public:
   explicit line_splitter(std::size_t max_line) : max_line_(max_line) {}
 
-  // Calls on_line(ec, line) for every complete line in `data` (ec empty) and for a cut line
-  // (ec == message_size). Stops early when on_line returns false.
+  // Calls on_line(ec, line) for every complete non-empty line in `data` (ec empty) and for a
+  // cut line (ec == message_size). Stops early when on_line returns false.
   template <class F>
   void feed(std::string_view data, F&& on_line) {
     while (!data.empty()) {
-      const auto nl = data.find('\n');
+      const auto nl = data.find_first_of(line_ends);
       const auto piece = data.substr(0, nl);
       if (!skipping_) {
         const auto room = max_line_ - partial_.size();
@@ -38,8 +40,7 @@ class line_splitter {
       }
       if (nl == std::string_view::npos) return;
       bool more = true;
-      if (!skipping_) {
-        if (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();
+      if (!skipping_ && !partial_.empty()) {
         more = on_line(boost::system::error_code{}, std::string_view(partial_));
       }
       partial_.clear();
@@ -59,6 +60,8 @@ class line_splitter {
   }
 
  private:
+  static constexpr std::string_view line_ends{"\r\n", 2};
+
   std::size_t max_line_;
   std::string partial_;
   bool skipping_ = false;

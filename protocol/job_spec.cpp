@@ -248,8 +248,9 @@ constexpr std::string_view loss_names[] = {"binary_crossentropy", "categorical_c
 constexpr std::string_view optimizer_names[] = {"adam", "sgd"};
 constexpr std::string_view data_type_names[] = {"synthetic", "csv", "npy"};
 
-constexpr std::string_view top_keys[] = {"name",   "data",    "model",       "training", "shard",
-                                         "memory", "restart", "checkpoints", "worker",   "debug"};
+constexpr std::string_view top_keys[] = {"name",   "data",   "model",   "training",
+                                         "shard",  "memory", "restart", "checkpoints",
+                                         "worker", "debug",  "params"};
 constexpr std::string_view synthetic_keys[] = {"type", "samples", "features", "seed"};
 constexpr std::string_view csv_keys[] = {"type", "path", "label_column", "header", "standardize"};
 constexpr std::string_view npy_keys[] = {"type", "features", "labels"};
@@ -328,7 +329,11 @@ class checker {
     }
     for (const auto& [key, value] : j.items()) {
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        fail(child_path(path, key), "unknown key; " + suggestion(key, keys));
+        // A trainer's settings put inside a section are the likely mistake, not a typo.
+        fail(child_path(path, key),
+             key == "params" && !path.empty()
+                 ? std::string("unknown key; \"params\" belongs at the top level of the job")
+                 : "unknown key; " + suggestion(key, keys));
       }
     }
     return true;
@@ -729,27 +734,28 @@ class checker {
     optional_int_field(*it, "hang_at_step", "debug", non_negative_int, out.hang_at_step);
   }
 
-  // Pass 3: rules across sections, only between fields that were valid on their own.
+  // Pass 3: rules across sections, only between fields that were valid on their own, and only
+  // between sections the job has (a command worker may leave model or training out).
   void cross_checks(const job_spec& s) {
-    if (loss_valid_ && model_valid_) {
-      const auto& last = s.model.layers.back();
-      auto where = " (" + index_path("model.layers", s.model.layers.size() - 1) + ")";
+    if (loss_valid_ && model_valid_ && s.model && s.training) {
+      const auto& last = s.model->layers.back();
+      auto where = " (" + index_path("model.layers", s.model->layers.size() - 1) + ")";
       if (!loss_given_) where += "; training.loss defaults to binary_crossentropy";
       const auto got = ", got units " + std::to_string(last.units) + " and activation " +
                        std::string(to_string(last.act)) + where;
-      if (s.training.loss == loss_kind::binary_crossentropy &&
+      if (s.training->loss == loss_kind::binary_crossentropy &&
           (last.units != 1 || last.act != activation::sigmoid)) {
         fail("training.loss",
              "binary_crossentropy needs a last layer with units 1 and activation sigmoid" + got);
-      } else if (s.training.loss == loss_kind::categorical_crossentropy &&
+      } else if (s.training->loss == loss_kind::categorical_crossentropy &&
                  (last.units < 2 || last.act != activation::softmax)) {
         fail("training.loss",
              "categorical_crossentropy needs a last layer with activation softmax and units >= 2" +
                  got);
       }
     }
-    if (const auto* syn = std::get_if<synthetic_data>(&s.data);
-        syn && s.training.validation_split > 0) {
+    if (const auto* syn = s.data ? std::get_if<synthetic_data>(&*s.data) : nullptr;
+        syn && s.training && s.training->validation_split > 0) {
       const auto train = compute_geometry(s, syn->samples).train_samples;
       if (train < 1) {
         fail("training.validation_split",
@@ -779,6 +785,15 @@ std::string join_lines(const std::vector<std::string>& lines, const std::string&
 
 json path_json(const fs::path& p) { return p.generic_string(); }
 
+// A command worker's job may leave out the built-in trainer's sections. An invalid command
+// still counts: the user meant a command worker, and its own error says what is wrong.
+bool names_a_command(const json& doc) {
+  const auto w = doc.find("worker");
+  if (w == doc.end() || !w->is_object()) return false;
+  const auto c = w->find("command");
+  return c != w->end() && !c->is_null();
+}
+
 }  // namespace
 
 result<job_spec> parse_job_spec(std::string_view text, const fs::path& base_dir) {
@@ -806,15 +821,22 @@ result<job_spec> parse_job_spec(std::string_view text, const fs::path& base_dir)
   job_spec spec;
   if (!c.object(doc, "", top_keys)) return make_error(join_lines(c.errors()));
   c.name(doc, spec.name);
-  c.data(doc, spec.data);
-  c.model(doc, spec.model);
-  c.training(doc, spec.training);
+  const bool optional_sections = names_a_command(doc);
+  spec.data.reset();
+  spec.model.reset();
+  spec.training.reset();
+  // Without a command, a missing data or model is reported by the section itself and a
+  // missing training takes every default.
+  if (!optional_sections || doc.contains("data")) c.data(doc, spec.data.emplace());
+  if (!optional_sections || doc.contains("model")) c.model(doc, spec.model.emplace());
+  if (!optional_sections || doc.contains("training")) c.training(doc, spec.training.emplace());
   c.shard(doc, spec.shard);
   c.memory(doc, spec.memory);
   c.restart(doc, spec.restart);
   c.checkpoints(doc, spec.checkpoints);
   c.worker(doc, spec.worker);
   c.debug(doc, spec.debug);
+  if (auto p = doc.find("params"); p != doc.end()) spec.params = *p;
   c.cross_checks(spec);
   if (!c.errors().empty()) return make_error(join_lines(c.errors()));
   return spec;
@@ -829,18 +851,40 @@ status check_job_files(env& e, const job_spec& spec) {
   const auto need = [&](const std::string& json_path, const fs::path& p) {
     if (!e.file_exists(p)) errors.push_back(json_path + ": file not found: " + p.string());
   };
-  if (const auto* c = std::get_if<csv_data>(&spec.data)) need("data.path", c->path);
-  if (const auto* n = std::get_if<npy_data>(&spec.data)) {
-    need("data.features", n->features);
-    need("data.labels", n->labels);
+  if (spec.data) {
+    if (const auto* c = std::get_if<csv_data>(&*spec.data)) need("data.path", c->path);
+    if (const auto* n = std::get_if<npy_data>(&*spec.data)) {
+      need("data.features", n->features);
+      need("data.labels", n->labels);
+    }
   }
-  if (spec.model.initial_weights) need("model.initial_weights", *spec.model.initial_weights);
+  if (spec.model && spec.model->initial_weights) {
+    need("model.initial_weights", *spec.model->initial_weights);
+  }
   if (!errors.empty()) return make_error(join_lines(errors));
   return {};
 }
 
-json to_json(const job_spec& s) {
-  json data = std::visit(
+status check_builtin_sections(const job_spec& spec) {
+  std::vector<std::string> errors;
+  const auto need = [&](bool present, const char* section) {
+    if (!present) {
+      errors.push_back(std::string(section) +
+                       ": missing; the built-in trainer needs it (this job names worker.command, "
+                       "which runs its own trainer)");
+    }
+  };
+  need(spec.data.has_value(), "data");
+  need(spec.model.has_value(), "model");
+  need(spec.training.has_value(), "training");
+  if (!errors.empty()) return make_error(join_lines(errors));
+  return {};
+}
+
+namespace {
+
+json data_json(const data_spec& d) {
+  return std::visit(
       [](const auto& d) -> json {
         using T = std::decay_t<decltype(d)>;
         if constexpr (std::is_same_v<T, synthetic_data>) {
@@ -861,13 +905,20 @@ json to_json(const job_spec& s) {
                   {"labels", path_json(d.labels)}};
         }
       },
-      s.data);
+      d);
+}
 
+json model_json(const model_spec& m) {
   json layers = json::array();
-  for (const auto& l : s.model.layers) {
+  for (const auto& l : m.layers) {
     layers.push_back({{"units", l.units}, {"activation", to_string(l.act)}});
   }
-  const auto& o = s.training.optimizer;
+  return {{"layers", layers},
+          {"initial_weights", m.initial_weights ? path_json(*m.initial_weights) : json(nullptr)}};
+}
+
+json training_json(const training_spec& t) {
+  const auto& o = t.optimizer;
   json optimizer = {{"type", to_string(o.kind)}, {"learning_rate", o.learning_rate}};
   if (o.kind == optimizer_kind::adam) {
     optimizer["beta_1"] = o.beta_1;
@@ -877,24 +928,19 @@ json to_json(const job_spec& s) {
     optimizer["momentum"] = o.momentum;
     optimizer["nesterov"] = o.nesterov;
   }
+  return {{"loss", to_string(t.loss)},  {"optimizer", optimizer},
+          {"batch_size", t.batch_size}, {"epochs", t.epochs},
+          {"shuffle", t.shuffle},       {"seed", t.seed},
+          {"threads", t.threads},       {"validation_split", t.validation_split}};
+}
+
+}  // namespace
+
+json to_json(const job_spec& s) {
   const auto optional = [](const auto& v) { return v ? json(*v) : json(nullptr); };
 
-  return {
+  json out = {
       {"name", s.name},
-      {"data", data},
-      {"model",
-       {{"layers", layers},
-        {"initial_weights",
-         s.model.initial_weights ? path_json(*s.model.initial_weights) : json(nullptr)}}},
-      {"training",
-       {{"loss", to_string(s.training.loss)},
-        {"optimizer", optimizer},
-        {"batch_size", s.training.batch_size},
-        {"epochs", s.training.epochs},
-        {"shuffle", s.training.shuffle},
-        {"seed", s.training.seed},
-        {"threads", s.training.threads},
-        {"validation_split", s.training.validation_split}}},
       {"shard", {{s.shard.unit == shard_unit::epochs ? "epochs" : "steps", s.shard.count}}},
       {"memory",
        {{"soft_limit_mib", optional(s.memory.soft_limit_mib)},
@@ -917,28 +963,44 @@ json to_json(const job_spec& s) {
         {"crash_at_step", optional(s.debug.crash_at_step)},
         {"hang_at_step", optional(s.debug.hang_at_step)}}},
   };
+  // Absent sections stay absent: writing defaults would make a command worker's job look as if
+  // it had chosen them.
+  if (s.data) out["data"] = data_json(*s.data);
+  if (s.model) out["model"] = model_json(*s.model);
+  if (s.training) out["training"] = training_json(*s.training);
+  if (!s.params.is_null()) out["params"] = s.params;
+  return out;
 }
 
 job_geometry compute_geometry(const job_spec& spec, std::int64_t samples) {
+  const training_spec training = spec.training.value_or(training_spec{});
   job_geometry g;
   samples = std::max<std::int64_t>(samples, 0);
   // keras.src.trainers.data_adapters.data_adapter_utils.train_validation_split:
   // split_at = int(math.floor(num_samples * (1.0 - validation_split))); validation is the tail.
   const auto split_at = static_cast<std::int64_t>(
-      std::floor(static_cast<double>(samples) * (1.0 - spec.training.validation_split)));
+      std::floor(static_cast<double>(samples) * (1.0 - training.validation_split)));
   g.train_samples = std::clamp<std::int64_t>(split_at, 0, samples);
   g.validation_samples = samples - g.train_samples;
-  const std::int64_t batch = std::max<std::int64_t>(spec.training.batch_size, 1);
+  const std::int64_t batch = std::max<std::int64_t>(training.batch_size, 1);
   g.steps_per_epoch = g.train_samples / batch + (g.train_samples % batch != 0 ? 1 : 0);
   // Saturate instead of overflowing: a silly epoch count must not wrap to a small number.
   const auto mul = [](std::int64_t a, std::int64_t b) {
     if (a == 0 || b == 0) return std::int64_t{0};
     return a > int64_max / b ? int64_max : a * b;
   };
-  g.total_steps = mul(spec.training.epochs, g.steps_per_epoch);
+  g.total_steps = mul(training.epochs, g.steps_per_epoch);
   g.shard_steps = spec.shard.unit == shard_unit::epochs ? mul(spec.shard.count, g.steps_per_epoch)
                                                         : spec.shard.count;
   return g;
+}
+
+std::int64_t planned_total_steps(const job_spec& spec) {
+  if (!spec.data || !spec.training) return 0;
+  if (const auto* s = std::get_if<synthetic_data>(&*spec.data)) {
+    return compute_geometry(spec, s->samples).total_steps;
+  }
+  return 0;
 }
 
 std::string_view to_string(activation a) { return activation_names[static_cast<std::size_t>(a)]; }

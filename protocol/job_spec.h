@@ -2,6 +2,8 @@
 // the supervisor keeps the run alive (shards, memory budget, restarts). It is a plain value;
 // parse_job_spec validates every field and reports all errors by JSON path. The field names are a
 // user contract documented in protocol/README.md: fields may be added, never renamed.
+// The built-in trainer needs data, model and training; a job with worker.command may leave them
+// out (its trainer has its own notion of them) and carry its own settings in `params`.
 #pragma once
 
 #include <cstdint>
@@ -146,15 +148,21 @@ struct debug_spec {
 
 struct job_spec {
   std::string name;
-  data_spec data;
-  model_spec model;
-  training_spec training;
+  // Always set when worker.command is not (parse_job_spec requires data and model then, and
+  // fills training's defaults); with a command, unset when the document leaves them out. A
+  // default-constructed spec is a built-in job with every default, as before they were optional.
+  std::optional<data_spec> data = data_spec{};
+  std::optional<model_spec> model = model_spec{};
+  std::optional<training_spec> training = training_spec{};
   shard_spec shard;
   memory_spec memory;
   restart_spec restart;
   checkpoint_spec checkpoints;
   worker_spec worker;
   debug_spec debug;
+  // The trainer's own settings, any JSON value (an object is the expected use), kept verbatim;
+  // baton never reads it. null: none, and to_json leaves it out.
+  nlohmann::json params;
 
   bool operator==(const job_spec&) const = default;
 };
@@ -174,7 +182,12 @@ result<job_spec> load_job_spec(env& e, const std::filesystem::path& file);
 // Checks that every file the job names exists (data files, initial weights).
 status check_job_files(env& e, const job_spec& spec);
 
-// The job with every default filled in; parse_job_spec(to_json(s).dump()) == s.
+// Checks that the spec has what the built-in trainer needs (data, model, training): only a job
+// with worker.command can lack them, and then baton-worker cannot train it.
+status check_builtin_sections(const job_spec& spec);
+
+// The job with every default filled in (sections a command worker's job left out stay out,
+// params is copied as is); parse_job_spec(to_json(s).dump()) == s.
 nlohmann::json to_json(const job_spec& spec);
 
 // Training geometry derived from the spec (Keras semantics: validation is the last
@@ -188,7 +201,13 @@ struct job_geometry {
 
   bool operator==(const job_geometry&) const = default;
 };
+// Reads spec.training; without one it falls back to training's defaults rather than fail, but
+// those describe no real trainer, so callers check spec.training first (planned_total_steps).
 job_geometry compute_geometry(const job_spec& spec, std::int64_t samples);
+
+// Total steps when the spec alone gives them (synthetic data and a training section); otherwise
+// 0, and the worker reports them with its first progress message.
+std::int64_t planned_total_steps(const job_spec& spec);
 
 std::string_view to_string(activation a);
 std::string_view to_string(loss_kind l);

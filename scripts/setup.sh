@@ -13,6 +13,7 @@ BATON_PACKAGES=(
   libboost1.81-dev libboost-filesystem1.81-dev libboost-system1.81-dev
   nlohmann-json3-dev libeigen3-dev catch2 libsystemd-dev libxxhash-dev libcli11-dev
   python3
+  python3-pytest python3-xxhash python3-numpy python3-torch  # tests/python, the PyTorch example
   systemd  # systemd-analyze, for the unit's verify test; nothing here needs systemd as PID 1
 )
 

@@ -26,15 +26,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// Total steps are known up front only when the sample count is (synthetic data); otherwise the
-// worker reports them with its first progress message.
-std::int64_t planned_steps(const protocol::job_spec& spec) {
-  if (const auto* s = std::get_if<protocol::synthetic_data>(&spec.data)) {
-    return protocol::compute_geometry(spec, s->samples).total_steps;
-  }
-  return 0;
-}
-
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::size_t start = 0;
@@ -468,7 +459,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
       spec->memory.soft_limit_mib = options.settings.default_soft_limit_mib;
       spec->memory.hard_limit_mib = options.settings.default_hard_limit_mib;
     }
-    auto created = store.create(*spec, planned_steps(*spec));
+    auto created = store.create(*spec, protocol::planned_total_steps(*spec));
     if (!created) return error_response(500, "cannot create the job: " + created.error().message);
     const std::string id = created->id;
     auto& entry =

@@ -9,6 +9,7 @@
 #include "protocol/checkpoint_store.h"
 #include "protocol/messages.h"
 #include "protocol/version.h"
+#include "protocol/worker_line.h"
 #include "supervisor/leak_rate.h"
 
 namespace baton::supervisor {
@@ -383,13 +384,13 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       maybe_finish_worker();
       return;
     }
-    auto msg = protocol::decode_worker_message(line);
-    if (!msg) {
-      // Not protocol: external trainers print logs on stdout too. Keep them in the job's log.
-      append_line(files, store.log_path(record.id), line);
-      return;
+    auto parsed = protocol::read_worker_line(line);
+    if (!parsed.text.empty()) {
+      // Not protocol: external trainers print logs and progress bars on stdout too. Keep them
+      // in the job's log, before the message that followed them on the line.
+      append_line(files, store.log_path(record.id), parsed.text);
     }
-    std::visit([this](const auto& m) { on_message(m); }, *msg);
+    if (parsed.message) std::visit([this](const auto& m) { on_message(m); }, *parsed.message);
   }
 
   void on_message(const protocol::hello_msg& m) {

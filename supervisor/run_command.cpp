@@ -34,19 +34,6 @@ fs::path find_worker_executable(env& e) {
   return {};
 }
 
-namespace {
-
-// Total steps are known up front only when the sample count is (synthetic data); otherwise the
-// worker reports them with its first progress message.
-std::int64_t planned_steps(const protocol::job_spec& spec) {
-  if (const auto* s = std::get_if<protocol::synthetic_data>(&spec.data)) {
-    return protocol::compute_geometry(spec, s->samples).total_steps;
-  }
-  return 0;
-}
-
-}  // namespace
-
 int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) {
   auto& e = ctx.environment;
   auto spec = protocol::load_job_spec(e, o.config);
@@ -115,7 +102,7 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
       ctx.err << "resuming job " << id << " from step " << record.checkpoint_step << "\n";
     }
   } else {
-    auto created = store.create(*spec, planned_steps(*spec), id);
+    auto created = store.create(*spec, protocol::planned_total_steps(*spec), id);
     if (!created) {
       ctx.err << created.error().message << "\n";
       return exit_failure;

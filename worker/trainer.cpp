@@ -124,11 +124,12 @@ std::int64_t shard_boundary(std::int64_t step, const protocol::job_geometry& g) 
 std::string spec_fingerprint(const protocol::job_spec& spec, std::string_view section) {
   const nlohmann::json all = protocol::to_json(spec);
   nlohmann::json j = nlohmann::json::object();
-  j["data"] = all.at("data");
-  j["model"] = all.at("model");
-  j["training"] = all.at("training");
+  // A section the job leaves out (only possible with worker.command) fingerprints as null.
+  for (const char* key : {"data", "model", "training"}) {
+    j[key] = all.contains(key) ? all.at(key) : nlohmann::json();
+  }
   // Threads change speed, not results a resume could notice (and a restart may pick another).
-  j["training"].erase("threads");
+  if (j["training"].is_object()) j["training"].erase("threads");
   // nlohmann::json sorts keys, so the text is canonical.
   return xxh64_digest(section.empty() ? j.dump() : j.at(std::string(section)).dump());
 }
@@ -202,13 +203,14 @@ trainer::trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<m
       spec_fingerprint_(spec_fingerprint(spec)),
       data_fingerprint_(data_fingerprint(data_)),
       shuffle_rng_(0) {
-  xb_.resize(spec.training.batch_size, data_.x.cols());
-  yb_.resize(spec.training.batch_size, data_.y.cols());
+  xb_.resize(spec.training->batch_size, data_.x.cols());
+  yb_.resize(spec.training->batch_size, data_.y.cols());
   begin_epoch();
 }
 
 result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec, dataset data,
                                                  env& e) {
+  if (auto ok = protocol::check_builtin_sections(spec); !ok) return ok.error();
   if (data.x.rows() != data.y.rows()) {
     return make_error("data: " + std::to_string(data.x.rows()) + " feature rows but " +
                       std::to_string(data.y.rows()) + " label rows");
@@ -216,7 +218,7 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
   const auto g = protocol::compute_geometry(spec, data.x.rows());
   if (g.train_samples <= 0) {
     return make_error(
-        "training.validation_split: " + std::to_string(spec.training.validation_split) + " of " +
+        "training.validation_split: " + std::to_string(spec.training->validation_split) + " of " +
         std::to_string(data.x.rows()) + " samples leaves no training sample");
   }
   if (g.steps_per_epoch <= 0 || g.total_steps <= 0 || g.shard_steps <= 0) {
@@ -225,14 +227,14 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
                       std::to_string(g.total_steps) + ", shard_steps " +
                       std::to_string(g.shard_steps));
   }
-  auto m =
-      model<float>::create(spec.model, data.x.cols(), spec.training.loss, spec.training.batch_size);
+  auto m = model<float>::create(*spec.model, data.x.cols(), spec.training->loss,
+                                spec.training->batch_size);
   if (!m) return m.error();
   if (auto ok = m->check_data_shape(data.x.cols(), data.y.cols()); !ok) return ok.error();
   auto owned = std::make_unique<model<float>>(std::move(*m));
-  if (spec.model.initial_weights) {
-    const std::string what = spec.model.initial_weights->string();
-    auto bytes = e.read_file(*spec.model.initial_weights);
+  if (spec.model->initial_weights) {
+    const std::string what = spec.model->initial_weights->string();
+    auto bytes = e.read_file(*spec.model->initial_weights);
     if (!bytes) return with_context("model.initial_weights", bytes.error());
     auto file = protocol::decode_safetensors(*bytes, what);
     if (!file) return with_context("model.initial_weights", file.error());
@@ -240,17 +242,17 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
       return with_context("model.initial_weights", ok.error());
     }
   } else {
-    owned->init_glorot(spec.training.seed);
+    owned->init_glorot(spec.training->seed);
   }
-  auto opt = make_optimizer(spec.training.optimizer, owned->parameters());
+  auto opt = make_optimizer(spec.training->optimizer, owned->parameters());
   if (!opt) return opt.error();
   return std::unique_ptr<trainer>(
       new trainer(spec, std::move(data), std::move(owned), std::move(*opt), g));
 }
 
 void trainer::begin_epoch() {
-  order_ = epoch_order(spec_.training.seed, epoch(), geometry_.train_samples,
-                       spec_.training.shuffle, shuffle_rng_);
+  order_ = epoch_order(spec_.training->seed, epoch(), geometry_.train_samples,
+                       spec_.training->shuffle, shuffle_rng_);
   loss_sum_ = 0.0;
   accuracy_sum_ = 0.0;
   samples_ = 0;
@@ -268,7 +270,7 @@ double trainer::epoch_accuracy() const {
 
 step_outcome trainer::run_step() {
   const std::int64_t spe = geometry_.steps_per_epoch;
-  const std::int64_t batch = spec_.training.batch_size;
+  const std::int64_t batch = spec_.training->batch_size;
   const std::int64_t k = step_ % spe;
   const std::int64_t begin = k * batch;
   const std::int64_t rows = std::min(batch, geometry_.train_samples - begin);
@@ -423,7 +425,7 @@ status trainer::restore(const protocol::checkpoint_view& c, std::string_view wha
   auto samples = parse_count(c, trainer_meta::epoch_samples, what);
   if (!samples) return samples.error();
   const std::int64_t expected_samples =
-      std::min(*sie * spec_.training.batch_size, geometry_.train_samples);
+      std::min(*sie * spec_.training->batch_size, geometry_.train_samples);
   if (*samples != expected_samples) {
     return fail("epoch_samples " + std::to_string(*samples) + " does not match " +
                 std::to_string(*sie) + " steps into the epoch (" +
@@ -463,8 +465,8 @@ status trainer::restore(const protocol::checkpoint_view& c, std::string_view wha
   std::memcpy(words.data(), (*rng_t)->bytes.data(), sizeof words);
   // The order is derived, not free: a mismatch means another build's shuffle or a damaged file.
   rng derived(0);
-  const auto order = epoch_order(spec_.training.seed, *step / spe, geometry_.train_samples,
-                                 spec_.training.shuffle, derived);
+  const auto order = epoch_order(spec_.training->seed, *step / spe, geometry_.train_samples,
+                                 spec_.training->shuffle, derived);
   if (std::memcmp(order.data(), (*order_t)->bytes.data(), (*order_t)->bytes.size()) != 0 ||
       derived.state() != words) {
     return fail("data.order and rng.state are not the sample order this worker derives for epoch " +

@@ -133,9 +133,12 @@ int run(worker_options opt) {
   if (auto ok = protocol::check_job_files(e, *spec); !ok) {
     return fail(exit_bad_config, ok.error().message);
   }
-  const int threads = set_thread_count(opt.threads.value_or(spec->training.threads));
+  if (auto ok = protocol::check_builtin_sections(*spec); !ok) {
+    return fail(exit_bad_config, ok.error().message);
+  }
+  const int threads = set_thread_count(opt.threads.value_or(spec->training->threads));
 
-  auto data = load_dataset(e, spec->data, spec->training.loss, spec->model.layers.back().units);
+  auto data = load_dataset(e, *spec->data, spec->training->loss, spec->model->layers.back().units);
   if (!data) return fail(exit_bad_config, data.error().message);
   auto made = trainer::create(*spec, std::move(*data), e);
   if (!made) return fail(exit_bad_config, made.error().message);
@@ -294,8 +297,7 @@ int run_worker(int argc, char** argv) {
     }
     // Before hello, so a SIGTERM that races start-up still ends in a clean stop.
     os::install_stop_handlers();
-    send(protocol::hello_msg{protocol::protocol_version,
-                             os::current_pid(),
+    send(protocol::hello_msg{protocol::protocol_version, os::current_pid(),
                              "baton-worker " + std::string(version())});
     if (!cl) return fail(exit_bad_config, cl.error().message);
     start_stdin_reader();

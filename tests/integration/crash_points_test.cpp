@@ -130,8 +130,8 @@ TEST_CASE("a record save killed after any operation leaves the old or the new re
 
   baton::protocol::job_spec spec;
   spec.name = id;
-  spec.model.layers = {{4, baton::protocol::activation::relu},
-                       {1, baton::protocol::activation::sigmoid}};
+  spec.model->layers = {{4, baton::protocol::activation::relu},
+                        {1, baton::protocol::activation::sigmoid}};
   spec.data = baton::protocol::synthetic_data{64, 3, 1};
 
   // The old state: two generations on disk, so both slots hold a valid record.

@@ -533,3 +533,38 @@ TEST_CASE("every malformed API request gets its exact error from a live daemon, 
   d.signal(false);
   CHECK(d.wait(10s) == baton::os::exit_status::exited(0));
 }
+
+TEST_CASE("status shows the total a command worker reports when its job cannot give one",
+          "[integration][daemon]") {
+  const auto dir = scratch("own-total");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const auto sock = d.socket().string();
+  // No data, model or training: only the worker knows the job is 12 steps long.
+  const json doc = {
+      {"name", "own"},
+      {"worker",
+       {{"command",
+         {python(),
+          std::string(BATON_SOURCE_DIR) + "/tests/integration/workers/chatty_worker.py"}}}},
+      {"shard", {{"steps", 5}}},
+      {"memory", {{"poll_ms", 50}}},
+      {"params", {{"total_steps", 12}, {"steps_per_epoch", 4}, {"dataset", "toy"}, {"lr", 0.1}}}};
+  const auto job = dir / "own.json";
+  std::ofstream(job) << doc.dump(2);
+  auto sub = run_baton({"submit", job.string(), "--socket", sock}, err);
+  REQUIRE(sub.code == 0);
+  const auto id = trim(sub.out);
+  auto wait = run_baton({"wait", id, "--socket", sock}, err);
+  INFO(d.log());
+  CHECK(wait.code == 0);
+  const auto s = d.status(id);
+  CHECK(s.at("state") == "completed");
+  CHECK(s.at("total_steps") == 12);
+  auto human = run_baton({"status", id, "--socket", sock}, err);
+  CHECK_THAT(human.out, Catch::Contains("step 12/12 (100.0%)"));
+  auto list = run_baton({"list", "--socket", sock}, err);
+  CHECK_THAT(list.out, Catch::Contains("12/12"));
+  d.signal(false);
+  CHECK(d.wait(10s) == baton::os::exit_status::exited(0));
+}

@@ -81,6 +81,7 @@ TEST_CASE("cpack builds a Debian package with binaries, unit, settings and scrip
   CHECK(contains(contents.out, " ./etc/baton/settings.json\n"));
   CHECK(contains(contents.out, " ./usr/share/doc/baton/README.md\n"));
   CHECK(contains(contents.out, " ./usr/share/doc/baton/deploy.md\n"));
+  CHECK(contains(contents.out, " ./usr/lib/python3/dist-packages/baton/__init__.py\n"));
   // Nothing from the test or bench trees.
   CHECK_FALSE(contains(contents.out, "_test"));
   CHECK_FALSE(contains(contents.out, "bench"));

@@ -73,7 +73,7 @@ TEST_CASE("every invalid field is reported with its path and expectation", "[uni
     {[](json& j) { j = json::array(); }, "(document): expected an object, got []"},
     {set("/trainig", json::object()), "trainig: unknown key; did you mean \"training\"?"},
     {set("/training/optimzer", "adam"), "training.optimzer: unknown key; did you mean \"optimizer\"?"},
-    {set("/zzz", 1), "zzz: unknown key; expected one of name, data, model, training, shard, memory, restart, checkpoints, worker, debug"},
+    {set("/zzz", 1), "zzz: unknown key; expected one of name, data, model, training, shard, memory, restart, checkpoints, worker, debug, params"},
     {set("/model/layers/0/unit", 3), "model.layers[0].unit: unknown key; did you mean \"units\"?"},
     {set("/data/path", "x.csv"), "data.path: unknown key; expected one of type, samples, features, seed"},
     // name
@@ -219,8 +219,8 @@ TEST_CASE("integral numbers written as floats are accepted", "[unit][job_spec]")
   doc["training"]["epochs"] = 1e2;
   auto spec = parse_job_spec(doc.dump(), base);
   REQUIRE(spec);
-  CHECK(spec->training.batch_size == 64);
-  CHECK(spec->training.epochs == 100);
+  CHECK(spec->training->batch_size == 64);
+  CHECK(spec->training->epochs == 100);
 }
 
 TEST_CASE("null clears optional fields", "[unit][job_spec]") {
@@ -232,7 +232,7 @@ TEST_CASE("null clears optional fields", "[unit][job_spec]") {
   auto spec = parse_job_spec(doc.dump(), base);
   REQUIRE(spec);
   CHECK_FALSE(spec->memory.soft_limit_mib);
-  CHECK_FALSE(spec->model.initial_weights);
+  CHECK_FALSE(spec->model->initial_weights);
   CHECK_FALSE(spec->worker.command);
   CHECK_FALSE(spec->debug.crash_at_step);
 }
@@ -293,7 +293,7 @@ TEST_CASE("nesting depth limit is 64", "[unit][job_spec]") {
   };
   CHECK(parse_job_spec(nested(63), base).error().message ==
         "x: unknown key; expected one of name, data, model, training, shard, memory, restart, "
-        "checkpoints, worker, debug");
+        "checkpoints, worker, debug, params");
   const std::string deep = nested(64);
   const auto offset = deep.find("\"x\":") + 4 + 63;
   CHECK(parse_job_spec(deep, base).error().message ==
@@ -315,7 +315,7 @@ TEST_CASE("nesting depth limit is 64", "[unit][job_spec]") {
 TEST_CASE("defaults follow Keras fit()", "[unit][job_spec]") {
   auto spec = parse_job_spec(minimal().dump(), base);
   REQUIRE(spec);
-  const auto& t = spec->training;
+  const auto& t = *spec->training;
   CHECK(t.epochs == 1);
   CHECK(t.batch_size == 32);
   CHECK(t.shuffle);
@@ -344,7 +344,7 @@ TEST_CASE("defaults follow Keras fit()", "[unit][job_spec]") {
   doc["model"]["layers"][0].erase("activation");
   spec = parse_job_spec(doc.dump(), base);
   REQUIRE(spec);
-  CHECK(spec->model.layers[0].act == baton::protocol::activation::linear);
+  CHECK(spec->model->layers[0].act == baton::protocol::activation::linear);
 
   SECTION("sgd defaults to learning rate 0.01, by name or object") {
     for (json opt : {json("sgd"), json{{"type", "sgd"}}}) {
@@ -352,10 +352,10 @@ TEST_CASE("defaults follow Keras fit()", "[unit][job_spec]") {
       doc["training"]["optimizer"] = opt;
       spec = parse_job_spec(doc.dump(), base);
       REQUIRE(spec);
-      CHECK(spec->training.optimizer.kind == baton::protocol::optimizer_kind::sgd);
-      CHECK(spec->training.optimizer.learning_rate == 0.01);
-      CHECK(spec->training.optimizer.momentum == 0.0);
-      CHECK_FALSE(spec->training.optimizer.nesterov);
+      CHECK(spec->training->optimizer.kind == baton::protocol::optimizer_kind::sgd);
+      CHECK(spec->training->optimizer.learning_rate == 0.01);
+      CHECK(spec->training->optimizer.momentum == 0.0);
+      CHECK_FALSE(spec->training->optimizer.nesterov);
     }
   }
 }
@@ -401,14 +401,14 @@ TEST_CASE("to_json fills every default and round-trips", "[unit][job_spec]") {
   auto rich_again = parse_job_spec(baton::protocol::to_json(*rich).dump(), "/elsewhere");
   REQUIRE(rich_again);
   CHECK(*rich_again == *rich);
-  CHECK(rich->training.seed == 18446744073709551615ull);
+  CHECK(rich->training->seed == 18446744073709551615ull);
 
   // An integer label column and npy data survive too.
   json doc = minimal();
   doc["data"] = {{"type", "csv"}, {"path", "/abs/x.csv"}, {"label_column", -2}, {"header", false}};
   auto csv = parse_job_spec(doc.dump(), base);
   REQUIRE(csv);
-  CHECK(std::get<baton::protocol::csv_data>(csv->data).label_column ==
+  CHECK(std::get<baton::protocol::csv_data>(*csv->data).label_column ==
         std::variant<std::int64_t, std::string>(std::int64_t{-2}));
   CHECK(*parse_job_spec(baton::protocol::to_json(*csv).dump(), base) == *csv);
   doc["data"] = {{"type", "npy"}, {"features", "x.npy"}, {"labels", "y.npy"}};
@@ -423,10 +423,10 @@ TEST_CASE("relative paths resolve against the job's folder", "[unit][job_spec]")
   doc["model"]["initial_weights"] = "/abs/w.safetensors";
   auto spec = parse_job_spec(doc.dump(), "/jobs/base");
   REQUIRE(spec);
-  const auto& npy = std::get<baton::protocol::npy_data>(spec->data);
+  const auto& npy = std::get<baton::protocol::npy_data>(*spec->data);
   CHECK(npy.features == fs::path("/jobs/base/data/x.npy"));
   CHECK(npy.labels == fs::path("/jobs/y.npy"));
-  CHECK(*spec->model.initial_weights == fs::path("/abs/w.safetensors"));
+  CHECK(*spec->model->initial_weights == fs::path("/abs/w.safetensors"));
 }
 
 TEST_CASE("load_job_spec reads through the env and names the file", "[unit][job_spec]") {
@@ -439,7 +439,7 @@ TEST_CASE("load_job_spec reads through the env and names the file", "[unit][job_
 
   auto spec = baton::protocol::load_job_spec(e, dir / "job.json");
   REQUIRE(spec);
-  CHECK(std::get<baton::protocol::csv_data>(spec->data).path == dir / "train.csv");
+  CHECK(std::get<baton::protocol::csv_data>(*spec->data).path == dir / "train.csv");
 
   // Neither file exists yet: both are named by JSON path and file path.
   auto files = baton::protocol::check_job_files(e, *spec);
@@ -508,9 +508,9 @@ TEST_CASE("geometry follows Keras validation_split semantics", "[unit][job_spec]
   };
   // clang-format on
   for (const auto& r : rows) {
-    spec.training.validation_split = r.split;
-    spec.training.batch_size = r.batch;
-    spec.training.epochs = r.epochs;
+    spec.training->validation_split = r.split;
+    spec.training->batch_size = r.batch;
+    spec.training->epochs = r.epochs;
     spec.shard = r.shard;
     INFO(r.samples << " samples, split " << r.split);
     const auto g = baton::protocol::compute_geometry(spec, r.samples);
@@ -521,8 +521,8 @@ TEST_CASE("geometry follows Keras validation_split semantics", "[unit][job_spec]
     CHECK(g.shard_steps == r.expected.shard_steps);
   }
   // Absurd epoch counts saturate instead of wrapping.
-  spec.training.epochs = std::numeric_limits<std::int64_t>::max();
-  spec.training.batch_size = 1;
+  spec.training->epochs = std::numeric_limits<std::int64_t>::max();
+  spec.training->batch_size = 1;
   CHECK(baton::protocol::compute_geometry(spec, 10).total_steps ==
         std::numeric_limits<std::int64_t>::max());
 }
@@ -547,8 +547,8 @@ TEST_CASE("the seed config is the reference workload", "[unit][job_spec]") {
   auto spec = baton::protocol::load_job_spec(baton::env::default_env(),
                                              fs::path(BATON_SOURCE_DIR) / "configs/seed.json");
   REQUIRE(spec);
-  CHECK(spec->model.layers.size() == 3);
-  CHECK(spec->training.epochs == 20);
+  CHECK(spec->model->layers.size() == 3);
+  CHECK(spec->training->epochs == 20);
   const auto g = baton::protocol::compute_geometry(*spec, 5000);
   CHECK(g.steps_per_epoch == 157);
   CHECK(g.total_steps == 3140);
@@ -583,4 +583,190 @@ TEST_CASE("syntax errors quote undecodable bytes as hex escapes", "[unit][job_sp
         "invalid JSON at line 1, column 3 (byte 2): syntax error while parsing value - invalid "
         "literal; last read: '[[\\xff'");
   CHECK_NOTHROW(json(r.error().message).dump());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs for any trainer: worker.command makes data, model and training optional; params is free.
+
+namespace {
+
+// What tests/data/jobs/command-params.json holds: a job for a trainer of its own.
+json command_job() {
+  return json::parse(R"({
+    "name": "own-trainer",
+    "worker": {"command": ["python3", "train.py"]},
+    "shard": {"steps": 50},
+    "memory": {"soft_limit_mib": 512},
+    "params": {"lr": 0.003, "layers": [64, 64], "dataset": "mnist", "augment": true}
+  })");
+}
+
+}  // namespace
+
+TEST_CASE("a command worker's job needs no data, model or training", "[unit][job_spec]") {
+  auto spec = parse_job_spec(command_job().dump(), base);
+  REQUIRE(spec);
+  CHECK_FALSE(spec->data);
+  CHECK_FALSE(spec->model);
+  CHECK_FALSE(spec->training);
+  CHECK(spec->params == command_job()["params"]);
+  CHECK(spec->shard.unit == baton::protocol::shard_unit::steps);
+  CHECK(spec->shard.count == 50);
+
+  const json full = baton::protocol::to_json(*spec);
+  CHECK_FALSE(full.contains("data"));
+  CHECK_FALSE(full.contains("model"));
+  CHECK_FALSE(full.contains("training"));
+  CHECK(full["params"] == command_job()["params"]);
+  auto again = parse_job_spec(full.dump(), "/elsewhere");
+  REQUIRE(again);
+  CHECK(*again == *spec);
+
+  // The spec cannot give the total; the worker's progress will.
+  CHECK(baton::protocol::planned_total_steps(*spec) == 0);
+  CHECK(baton::protocol::check_builtin_sections(*spec).error().message ==
+        "data: missing; the built-in trainer needs it (this job names worker.command, which "
+        "runs its own trainer)\n"
+        "model: missing; the built-in trainer needs it (this job names worker.command, which "
+        "runs its own trainer)\n"
+        "training: missing; the built-in trainer needs it (this job names worker.command, which "
+        "runs its own trainer)");
+}
+
+TEST_CASE("the committed command-worker job file is valid", "[unit][job_spec]") {
+  const fs::path file =
+      fs::path(BATON_SOURCE_DIR) / "tests" / "data" / "jobs" / "command-params.json";
+  auto spec = baton::protocol::load_job_spec(baton::env::default_env(), file);
+  REQUIRE(spec);
+  auto expected = parse_job_spec(command_job().dump(), file.parent_path());
+  REQUIRE(expected);
+  CHECK(*spec == *expected);
+}
+
+TEST_CASE("params of every JSON type are kept verbatim", "[unit][job_spec]") {
+  const json values[] = {
+      true,
+      false,
+      0,
+      -7,
+      18446744073709551615ull,
+      9223372036854775807ll,
+      -9223372036854775807ll - 1,
+      1.5,
+      -0.25,
+      1e300,
+      4.9e-324,
+      "",
+      "text with \"quotes\", \\ and \xc3\xa9\xe2\x82\xac",
+      json::array(),
+      json::object(),
+      json::parse(R"([1, "two", 3.0, null, [false], {"x": []}])"),
+      json::parse(R"({"lr": 0.001, "nested": {"deeper": {"list": [1, 2, {"k": null}]}},
+                      "name": "run-1", "flag": false, "none": null})"),
+  };
+  for (const bool with_command : {true, false}) {
+    for (const auto& value : values) {
+      INFO("params " << value.dump() << (with_command ? " with" : " without") << " a command");
+      json doc = with_command ? command_job() : minimal();
+      doc["params"] = value;
+      auto spec = parse_job_spec(doc.dump(), base);
+      REQUIRE(spec);
+      CHECK(spec->params == value);
+      CHECK(spec->params.type() == json::parse(value.dump()).type());
+      const json full = baton::protocol::to_json(*spec);
+      CHECK(full.at("params") == value);
+      CHECK(full.at("params").dump() == value.dump());
+      auto again = parse_job_spec(full.dump(), base);
+      REQUIRE(again);
+      CHECK(*again == *spec);
+      CHECK(baton::protocol::to_json(*again).dump() == full.dump());
+    }
+  }
+}
+
+TEST_CASE("params null is the same as no params", "[unit][job_spec]") {
+  json doc = command_job();
+  doc["params"] = nullptr;
+  auto spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  CHECK(spec->params.is_null());
+  CHECK_FALSE(baton::protocol::to_json(*spec).contains("params"));
+  doc.erase("params");
+  CHECK(*parse_job_spec(doc.dump(), base) == *spec);
+}
+
+TEST_CASE("without worker.command data and model are still required", "[unit][job_spec]") {
+  const std::string no_data =
+      "data: missing, expected an object with \"type\" (synthetic, csv, npy)";
+  const std::string no_model = "model: missing, expected an object with \"layers\"";
+  json doc = command_job();
+  doc["worker"].erase("command");
+  CHECK(error_of(doc) == no_data + "\n" + no_model);
+  doc["worker"]["command"] = nullptr;
+  CHECK(error_of(doc) == no_data + "\n" + no_model);
+  json no_data_doc = minimal();
+  no_data_doc.erase("data");
+  no_data_doc["params"] = {{"lr", 0.1}};
+  CHECK(error_of(no_data_doc) == no_data);
+  json no_model_doc = minimal();
+  no_model_doc.erase("model");
+  CHECK(error_of(no_model_doc) == no_model);
+
+  // Training still takes every default without a command, and is written out in full.
+  auto spec = parse_job_spec(minimal().dump(), base);
+  REQUIRE(spec);
+  REQUIRE(spec->training);
+  CHECK(*spec->training == baton::protocol::training_spec{});
+  CHECK(baton::protocol::to_json(*spec).contains("training"));
+  CHECK(baton::protocol::check_builtin_sections(*spec));
+}
+
+TEST_CASE("a command worker's sections are checked when present", "[unit][job_spec]") {
+  json doc = command_job();
+  doc["training"] = {{"batch_size", -3}};
+  CHECK(error_of(doc) == "training.batch_size: expected a positive integer, got -3");
+  doc = command_job();
+  doc["data"] = {{"type", "synthetic"}, {"samples", 64}, {"features", 3}};
+  doc["training"] = {{"batch_size", 10}, {"epochs", 2}};
+  auto spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  CHECK_FALSE(spec->model);
+  // With data and training the spec gives the total: 2 epochs of ceil(64 / 10).
+  CHECK(baton::protocol::planned_total_steps(*spec) == 14);
+  CHECK(*parse_job_spec(baton::protocol::to_json(*spec).dump(), base) == *spec);
+}
+
+TEST_CASE("rules across sections skip the sections a command worker left out", "[unit][job_spec]") {
+  // A softmax last layer with no training section: no loss to check it against.
+  json doc = command_job();
+  doc["model"] = {{"layers", {{{"units", 3}, {"activation", "softmax"}}}}};
+  CHECK(error_of(doc) == "<valid>");
+  // A training section brings the default loss, and the rule back.
+  doc["training"] = json::object();
+  CHECK(error_of(doc).rfind("training.loss: binary_crossentropy needs a last layer", 0) == 0);
+
+  // validation_split without data, and data without training, are fine.
+  doc = command_job();
+  doc["training"] = {{"validation_split", 0.9}};
+  CHECK(error_of(doc) == "<valid>");
+  doc = command_job();
+  doc["data"] = {{"type", "synthetic"}, {"samples", 1}};
+  auto spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  CHECK(baton::protocol::planned_total_steps(*spec) == 0);
+  doc["training"] = {{"validation_split", 0.5}};
+  CHECK(error_of(doc) == "training.validation_split: leaves no training samples of data.samples 1");
+}
+
+TEST_CASE("the shard length of a command worker needs no training section", "[unit][job_spec]") {
+  json doc = command_job();
+  doc["shard"] = {{"epochs", 3}};
+  auto spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  CHECK(spec->shard.unit == baton::protocol::shard_unit::epochs);
+  CHECK(spec->shard.count == 3);
+  // Geometry falls back to training's defaults instead of reading an absent section.
+  const auto g = baton::protocol::compute_geometry(*spec, 100);
+  CHECK(g.steps_per_epoch == 4);
+  CHECK(g.shard_steps == 12);
 }

@@ -50,6 +50,21 @@ TEST_CASE("validate prints a good config with every default filled", "[unit][cli
   CHECK(printed["worker"]["stall_timeout_ms"] == 120000);  // a default seed.json leaves out
 }
 
+TEST_CASE("validate prints a command worker's job with params and without trainer sections",
+          "[unit][cli]") {
+  const auto file = std::string(BATON_SOURCE_DIR) + "/tests/data/jobs/command-params.json";
+  const auto r = run({"validate", file});
+  CHECK(r.code == baton::exit_ok);
+  CHECK(r.err.empty());
+  const auto printed = nlohmann::json::parse(r.out);
+  CHECK(printed["params"] == nlohmann::json::parse(R"({"lr": 0.003, "layers": [64, 64],
+                                                       "dataset": "mnist", "augment": true})"));
+  CHECK_FALSE(printed.contains("data"));
+  CHECK_FALSE(printed.contains("model"));
+  CHECK_FALSE(printed.contains("training"));
+  CHECK(printed["restart"]["max_failures"] == 5);  // baton's own sections get their defaults
+}
+
 TEST_CASE("validate lists every error of a bad config and exits 2", "[unit][cli]") {
   const auto dir = scratch_dir("bad");
   const auto file = (dir / "bad.json").string();

@@ -64,7 +64,7 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
   job_store store(fe, dir / "state");
   REQUIRE(store.open());
   const auto geometry = baton::protocol::compute_geometry(
-      spec, std::get<baton::protocol::synthetic_data>(spec.data).samples);
+      spec, std::get<baton::protocol::synthetic_data>(*spec.data).samples);
   auto created = store.create(spec, geometry.total_steps, spec.name);
   REQUIRE(created);
 

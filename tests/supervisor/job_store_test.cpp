@@ -21,8 +21,8 @@ fs::path scratch(const std::string& name) {
 baton::protocol::job_spec small_spec(const std::string& name) {
   baton::protocol::job_spec spec;
   spec.name = name;
-  spec.model.layers = {{4, baton::protocol::activation::relu},
-                       {1, baton::protocol::activation::sigmoid}};
+  spec.model->layers = {{4, baton::protocol::activation::relu},
+                        {1, baton::protocol::activation::sigmoid}};
   spec.data = baton::protocol::synthetic_data{64, 3, 1};
   return spec;
 }

@@ -70,3 +70,21 @@ TEST_CASE("the summary lists every worker with its exit cause, peak and leak",
   CHECK(j["shards"][0]["exit_cause"] == "memory_soft");
   CHECK(j["shards"][0]["peak_rss_bytes"] == (1100ll << 20));
 }
+
+TEST_CASE("an unknown total (a command worker's job before its first progress) shows no total",
+          "[unit][run_report]") {
+  auto r = sample();
+  r.state = job_state::running;
+  r.total_steps = 0;
+  r.checkpoint_step = 40;
+  live_status l;
+  l.pid = 4242;
+  l.step = 40;
+  l.loss = 0.5;
+  l.rss_bytes = 100ll << 20;
+  const auto line = format_progress_line({r, l, 0, 0, 10.0});
+  // No "/0", no percentage and no ETA computed from a total nobody knows.
+  CHECK(line == "shard 0 (pid 4242) | step 40 epoch 1 | loss 0.5000 | rss 100 MiB | restarts 2");
+  CHECK(format_summary(r, 5.0).find("job seed: running after 5.0s, step 40, 1 worker\n") == 0);
+  CHECK(summary_json(r, 5.0)["total_steps"] == 0);
+}

@@ -22,13 +22,13 @@ protocol::job_spec small_spec(bool shuffle = true, double validation = 0.2) {
   protocol::job_spec s;
   s.name = "trainer-test";
   s.data = protocol::synthetic_data{130, 6, 3};
-  s.model.layers = {{12, protocol::activation::relu}, {1, protocol::activation::sigmoid}};
-  s.training.batch_size = 16;
-  s.training.epochs = 3;
-  s.training.shuffle = shuffle;
-  s.training.seed = 17;
-  s.training.validation_split = validation;
-  s.training.optimizer.learning_rate = 0.01;
+  s.model->layers = {{12, protocol::activation::relu}, {1, protocol::activation::sigmoid}};
+  s.training->batch_size = 16;
+  s.training->epochs = 3;
+  s.training->shuffle = shuffle;
+  s.training->seed = 17;
+  s.training->validation_split = validation;
+  s.training->optimizer.learning_rate = 0.01;
   s.shard.unit = protocol::shard_unit::steps;
   s.shard.count = 5;
   return s;
@@ -36,7 +36,7 @@ protocol::job_spec small_spec(bool shuffle = true, double validation = 0.2) {
 
 dataset data_for(const protocol::job_spec& s) {
   mem_env e;
-  return load_dataset(e, s.data, s.training.loss, s.model.layers.back().units).value();
+  return load_dataset(e, *s.data, s.training->loss, s.model->layers.back().units).value();
 }
 
 std::unique_ptr<trainer> make(const protocol::job_spec& s, env& e) {
@@ -125,16 +125,16 @@ TEST_CASE("resume at any step gives bit-identical weights and optimizer state", 
   }
   // Different seeds really train differently, so the comparison above can fail.
   auto other = small_spec();
-  other.training.seed = 18;
+  other.training->seed = 18;
   CHECK(run_in_pieces(other, {}) != run_in_pieces(small_spec(), {}));
 }
 
 TEST_CASE("resume is exact with SGD momentum and at 2 threads", "[unit][trainer]") {
   set_thread_count(2);
   auto spec = small_spec();
-  spec.training.optimizer.kind = protocol::optimizer_kind::sgd;
-  spec.training.optimizer.momentum = 0.9;
-  spec.training.threads = 2;
+  spec.training->optimizer.kind = protocol::optimizer_kind::sgd;
+  spec.training->optimizer.momentum = 0.9;
+  spec.training->threads = 2;
   const auto whole = run_in_pieces(spec, {});
   CHECK(whole.count("tensor optimizer.layers.0.kernel.momentum") == 1);
   CHECK(run_in_pieces(spec, {4, 9, 13}) == whole);
@@ -185,7 +185,7 @@ TEST_CASE("epoch metrics: batch-size-weighted means and validation on the tail",
   REQUIRE(out.val_accuracy);
   // The same numbers from an independent model holding the trained weights.
   auto data = data_for(spec);
-  auto m = model<float>::create(spec.model, 6, spec.training.loss, 16).value();
+  auto m = model<float>::create(*spec.model, 6, spec.training->loss, 16).value();
   REQUIRE(load_initial_weights(m, t->snapshot(), "snapshot"));
   const const_matrix_map<float> xv(data.x.data() + 104 * 6, 26, 6);
   const const_matrix_map<float> yv(data.y.data() + 104, 26, 1);
@@ -244,14 +244,14 @@ TEST_CASE("restore refuses a checkpoint from a changed spec or data", "[unit][tr
 
   auto changed = small_spec();
   SECTION("training") {
-    changed.training.optimizer.learning_rate = 0.02;
+    changed.training->optimizer.learning_rate = 0.02;
     auto r = make(changed)->restore(c, "ckpt-4");
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message,
                Contains("ckpt-4: the job spec changed") && Contains("(training"));
   }
   SECTION("model") {
-    changed.model.layers[0].units = 13;
+    changed.model->layers[0].units = 13;
     auto r = make(changed)->restore(c, "ckpt-4");
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Contains("(model differ"));
@@ -278,7 +278,7 @@ TEST_CASE("restore refuses a checkpoint from a changed spec or data", "[unit][tr
     CHECK_THAT(r.error().message, Contains("belongs to job \"trainer-test\""));
   }
   SECTION("threads may change") {
-    changed.training.threads = 3;
+    changed.training->threads = 3;
     CHECK(make(changed)->restore(c, "ckpt-4"));
   }
   SECTION("a tampered order") {
@@ -366,7 +366,7 @@ result<std::unique_ptr<trainer>> with_weights(const std::string& file_bytes) {
   REQUIRE(e.create_dirs("/w"));
   REQUIRE(e.put("/w/init.safetensors", file_bytes));
   auto spec = small_spec();
-  spec.model.initial_weights = "/w/init.safetensors";
+  spec.model->initial_weights = "/w/init.safetensors";
   return trainer::create(spec, data_for(spec), e);
 }
 
@@ -438,7 +438,7 @@ TEST_CASE("initial weights errors name the tensor and the expected shape", "[uni
   SECTION("a missing file") {
     mem_env e;
     auto spec = small_spec();
-    spec.model.initial_weights = "/nowhere/w.safetensors";
+    spec.model->initial_weights = "/nowhere/w.safetensors";
     auto r = trainer::create(spec, data_for(spec), e);
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Contains("model.initial_weights"));
