@@ -61,7 +61,11 @@ status verify_reported_checkpoint(env& e, const fs::path& checkpoint_dir, const 
 }
 
 fs::path staging_dir_for(const fs::path& checkpoint_dir, std::int64_t shard_index) {
-  return checkpoint_dir / (".staging-" + std::to_string(shard_index));
+  // Absolute: the worker runs in its own working folder and must announce an absolute path.
+  std::error_code ec;
+  const auto dir = checkpoint_dir / (".staging-" + std::to_string(shard_index));
+  const auto abs = fs::absolute(dir, ec);
+  return (ec ? dir : abs).lexically_normal();
 }
 
 status check_folder_announcement(env& e, const fs::path& staging_dir, const std::string& path,
@@ -135,7 +139,10 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
                                        static_cast<std::int64_t>(record.shards.size()))
                            .string());
   if (!record.checkpoint_path.empty()) {
-    inv.env.emplace_back("BATON_RESUME_FROM", record.checkpoint_path);
+    std::error_code ec;
+    const auto abs = fs::absolute(record.checkpoint_path, ec);
+    inv.env.emplace_back("BATON_RESUME_FROM",
+                         ec ? record.checkpoint_path : abs.lexically_normal().string());
   }
   if (max_steps) inv.env.emplace_back("BATON_MAX_STEPS", std::to_string(*max_steps));
   if (spec.memory.hard_limit_mib) {

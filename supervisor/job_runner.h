@@ -76,7 +76,7 @@ class job_runner {
 };
 
 // The argv and environment a worker of this job gets (documented in protocol/README.md).
-// BATON_RESUME_FROM is record.checkpoint_path (unset when empty): the runner points the record at
+// BATON_RESUME_FROM is record.checkpoint_path made absolute (unset when empty): the runner points the record at
 // the checkpoint it verified just before the spawn. BATON_STAGING_DIR is staging_dir_for().
 struct worker_invocation {
   std::vector<std::string> argv;
@@ -104,7 +104,7 @@ status verify_reported_checkpoint(env& e, const std::filesystem::path& checkpoin
                                   const std::string& digest);
 
 // The folder a worker of shard `shard_index` writes folder checkpoints into:
-// <checkpoint dir>/.staging-<shard index>.
+// <checkpoint dir>/.staging-<shard index>, made absolute.
 std::filesystem::path staging_dir_for(const std::filesystem::path& checkpoint_dir,
                                       std::int64_t shard_index);
 
