@@ -179,3 +179,33 @@ TEST_CASE("a folder announcement must name a real folder directly in the staging
   CHECK_THAT(why((staging / "missing").string(), 9), Catch::EndsWith("missing: does not exist"));
   CHECK_THAT(why((staging / "plain").string(), 9), Catch::Contains("a file, not a folder"));
 }
+
+TEST_CASE("a runner sweeps staging leftovers at start and gives each worker a fresh one",
+          "[integration][job_runner]") {
+  const auto dir = scratch("staging-sweep");
+  const auto spec = small_job(dir);
+  job_store store(baton::env::default_env(), dir / "state");
+  REQUIRE(store.open());
+  const auto geometry = baton::protocol::compute_geometry(
+      spec, std::get<baton::protocol::synthetic_data>(spec.data).samples);
+  auto created = store.create(spec, geometry.total_steps, spec.name);
+  REQUIRE(created);
+  const auto ckpt = store.checkpoint_dir(spec.name);
+  fs::create_directories(ckpt / ".staging-9" / "step-3");
+  std::ofstream(ckpt / ".staging-9" / "step-3" / "half-written") << "x";
+
+  boost::asio::io_context io;
+  std::vector<std::string> events;
+  runner_options ro;
+  ro.worker_exe = BATON_WORKER_EXE;
+  ro.on_event = [&](const std::string& m) { events.push_back(m); };
+  job_runner runner(io, store, *created, spec, ro);
+  runner.start();
+  CHECK_FALSE(fs::exists(ckpt / ".staging-9"));
+  REQUIRE(run_to_rest(io, runner));
+  CHECK(runner.record().state == job_state::completed);
+  for (const auto& e : fs::directory_iterator(ckpt)) {
+    CHECK(e.path().filename().string().rfind(".staging-", 0) == std::string::npos);
+  }
+  fs::remove_all(dir);
+}
