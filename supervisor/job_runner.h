@@ -76,8 +76,9 @@ class job_runner {
 };
 
 // The argv and environment a worker of this job gets (documented in protocol/README.md).
-// BATON_RESUME_FROM is record.checkpoint_path made absolute (unset when empty): the runner points the record at
-// the checkpoint it verified just before the spawn. BATON_STAGING_DIR is staging_dir_for().
+// BATON_RESUME_FROM is record.checkpoint_path made absolute (unset when empty): the runner points
+// the record at the checkpoint it verified just before the spawn. BATON_STAGING_DIR is
+// staging_dir_for().
 struct worker_invocation {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;

@@ -4,6 +4,7 @@
 #include <map>
 #include <random>
 
+#include "os/fault_env.h"
 #include "os/mem_env.h"
 #include "protocol/checkpoint_store.h"
 #include "protocol/digest.h"
@@ -350,4 +351,38 @@ TEST_CASE("no random corruption of a sealed folder verifies or is resumed from",
     CHECK(v->rejected.size() == 1);
   }
   for (int k : kinds) CHECK(k > rounds / 10);  // every kind was tried many times
+}
+
+TEST_CASE("a seal that fails part way leaves no checkpoint and the previous one chosen",
+          "[unit][checkpoint_folder]") {
+  using op = baton::fault_env::op;
+  const auto [kind, nth] = GENERATE(table<op, int>({{op::sync, 1},
+                                                    {op::sync, 3},
+                                                    {op::new_writable_file, 1},
+                                                    {op::append, 1},
+                                                    {op::rename_file, 1},
+                                                    {op::rename_file, 2},
+                                                    {op::sync_dir, 1}}));
+  INFO(baton::fault_env::to_string(kind) << " #" << nth);
+  baton::mem_env base;
+  const auto good = seal(base, 10);
+  baton::fault_env e(base);
+  const auto dir = write_staged(base, "step-20");
+  e.fail_at(nth, "injected", false, kind);
+  auto r = seal_checkpoint_folder(e, dir, ckpt_dir, "j", 20);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("injected"));
+  CHECK(e.faults_fired() == 1);
+  checkpoint_store store(base, ckpt_dir, 5);
+  auto v = store.newest_verified();
+  REQUIRE(v);
+  REQUIRE(v->path);
+  // A failure after the rename (the folder sync) leaves a sealed, whole ckpt-20: also fine to
+  // resume from, since it verifies; any earlier failure leaves no ckpt-20 at all.
+  if (kind == op::sync_dir && base.file_exists(ckpt_dir / "ckpt-000000000020")) {
+    CHECK(v->step == 20);
+  } else {
+    CHECK_FALSE(base.file_exists(ckpt_dir / "ckpt-000000000020"));
+    CHECK(*v->path == good);
+  }
 }
