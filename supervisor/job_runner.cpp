@@ -1,5 +1,6 @@
 #include "supervisor/job_runner.h"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -8,6 +9,7 @@
 
 #include "os/process.h"
 #include "protocol/checkpoint.h"
+#include "protocol/checkpoint_folder.h"
 #include "protocol/checkpoint_store.h"
 #include "protocol/messages.h"
 #include "protocol/version.h"
@@ -59,6 +61,56 @@ status verify_reported_checkpoint(env& e, const fs::path& checkpoint_dir, const 
   return {};
 }
 
+fs::path staging_dir_for(const fs::path& checkpoint_dir, std::int64_t shard_index) {
+  // Absolute: the worker runs in its own working folder and must announce an absolute path.
+  std::error_code ec;
+  const auto dir = checkpoint_dir / (".staging-" + std::to_string(shard_index));
+  const auto abs = fs::absolute(dir, ec);
+  return (ec ? dir : abs).lexically_normal();
+}
+
+status check_folder_announcement(env& e, const fs::path& staging_dir, const std::string& path,
+                                 std::int64_t step, std::int64_t newest_step) {
+  const fs::path raw(path);
+  if (!raw.is_absolute()) return make_error("not an absolute path");
+  const fs::path p = raw.lexically_normal();
+  if (p.parent_path() != staging_dir.lexically_normal()) {
+    return make_error("not a folder directly inside the staging folder " + staging_dir.string() +
+                      " (BATON_STAGING_DIR)");
+  }
+  const std::string name = p.filename().string();
+  const bool name_ok = !name.empty() && name.size() <= 64 && name.front() != '.' &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                                (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+                       });
+  if (!name_ok) {
+    return make_error("folder name \"" + name +
+                      "\" is not 1-64 characters of [A-Za-z0-9._-] not starting with '.'");
+  }
+  if (step <= newest_step) {
+    return make_error("step " + std::to_string(step) +
+                      " does not advance past the newest verified checkpoint (step " +
+                      std::to_string(newest_step) + ")");
+  }
+  auto info = e.stat_no_follow(p);
+  if (!info) return info.error();
+  switch (info->kind) {
+    case entry_kind::directory:
+      return {};
+    case entry_kind::symlink:
+      return make_error(p.string() + ": a symlink, not a folder");
+    case entry_kind::missing:
+      return make_error(p.string() + ": does not exist");
+    case entry_kind::regular:
+      return make_error(p.string() +
+                        ": a file, not a folder (a checkpoint file is announced with its digest)");
+    case entry_kind::other:
+      break;
+  }
+  return make_error(p.string() + ": a special file, not a folder");
+}
+
 worker_invocation make_worker_invocation(const protocol::job_spec& spec, const job_store& store,
                                          const job_record& record, const fs::path& worker_exe,
                                          std::optional<std::int64_t> max_steps) {
@@ -83,6 +135,16 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
       {spec.shard.unit == protocol::shard_unit::steps ? "BATON_SHARD_STEPS" : "BATON_SHARD_EPOCHS",
        shard_env_value(spec.shard)},
   };
+  inv.env.emplace_back("BATON_STAGING_DIR",
+                       staging_dir_for(store.checkpoint_dir(record.id),
+                                       static_cast<std::int64_t>(record.shards.size()))
+                           .string());
+  if (!record.checkpoint_path.empty()) {
+    std::error_code ec;
+    const auto abs = fs::absolute(record.checkpoint_path, ec);
+    inv.env.emplace_back("BATON_RESUME_FROM",
+                         ec ? record.checkpoint_path : abs.lexically_normal().string());
+  }
   if (max_steps) inv.env.emplace_back("BATON_MAX_STEPS", std::to_string(*max_steps));
   if (spec.memory.hard_limit_mib) {
     const auto hard = static_cast<std::uint64_t>(*spec.memory.hard_limit_mib) << 20;
@@ -113,6 +175,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   machine_settings settings;
   shard_state machine;
   live_status live;
+
+  // All file access of the runner; the seam a test or a later restructuring can replace.
+  env& files = env::default_env();
+  fs::path staging_dir;  // of the current worker; empty when none was created
 
   std::unique_ptr<os::process> worker;
   std::uint64_t worker_gen = 0;  // handlers of an older worker see a newer generation and return
@@ -283,6 +349,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     // exit status so a long-running supervisor does not accumulate zombies. Never touches a
     // process that spawn() started: those belong to their `process` objects.
     (void)os::reap_orphans();
+    choose_resume_checkpoint();
+    const auto staging_error = prepare_staging_dir();
     const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
     shard_record shard;
     shard.index = static_cast<std::int64_t>(record.shards.size());
@@ -298,8 +366,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
     o.stderr_log = store.log_path(record.id);
-    auto p = os::spawn(io, o);
+    auto p =
+        staging_error ? result<std::unique_ptr<os::process>>(*staging_error) : os::spawn(io, o);
     if (!p) {
+      remove_staging_dir();
       shard.cause = exit_cause::spawn_failed;
       shard.detail = p.error().message;
       shard.ended_ms = shard.started_ms;
@@ -343,6 +413,39 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     });
     post_event(ev::worker_spawned{mono_ms()});
     arm_rss_timer(gen);
+  }
+
+  // Points the record (and so BATON_RESUME_FROM and BATON_START_STEP) at the newest checkpoint
+  // that verifies now, just before a spawn: a checkpoint damaged since it was written is skipped,
+  // and the step may go down.
+  void choose_resume_checkpoint() {
+    protocol::checkpoint_store cs(files, store.checkpoint_dir(record.id), spec.checkpoints.keep);
+    auto v = cs.newest_verified();
+    if (!v) {
+      log_event(v.error().message);
+      return;
+    }
+    for (const auto& why : v->rejected) log_event("skipped checkpoint " + why);
+    record.checkpoint_step = v->path ? v->step : 0;
+    record.checkpoint_path = v->path ? v->path->string() : std::string();
+    machine.checkpoint_step = record.checkpoint_step;
+  }
+
+  // An empty BATON_STAGING_DIR for the next worker; an error means the spawn must not happen.
+  std::optional<error> prepare_staging_dir() {
+    staging_dir = staging_dir_for(store.checkpoint_dir(record.id),
+                                  static_cast<std::int64_t>(record.shards.size()));
+    if (auto s = files.remove_dir_all(staging_dir); !s) return s.error();
+    if (auto s = files.create_dirs(staging_dir); !s) return s.error();
+    return std::nullopt;
+  }
+
+  void remove_staging_dir() {
+    if (staging_dir.empty()) return;
+    if (auto s = files.remove_dir_all(staging_dir); !s) {
+      log_event("cannot remove the staging folder: " + s.error().message);
+    }
+    staging_dir.clear();
   }
 
   void on_line(const boost::system::error_code& ec, std::string_view line) {
@@ -390,9 +493,12 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void on_message(const protocol::checkpoint_msg& m) {
+    if (!m.digest) {
+      on_folder_checkpoint(m);
+      return;
+    }
     const auto dir = store.checkpoint_dir(record.id);
-    if (auto s = verify_reported_checkpoint(env::default_env(), dir, m.path, m.step, m.digest);
-        !s) {
+    if (auto s = verify_reported_checkpoint(files, dir, m.path, m.step, *m.digest); !s) {
       log_event("rejected checkpoint: " + s.error().message);
       post_event(ev::checkpoint_invalid{s.error().message});
       return;
@@ -401,6 +507,33 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       record.checkpoint_step = m.step;
       record.checkpoint_path = fs::path(m.path).lexically_normal().string();
       if (!record.shards.empty()) record.shards.back().end_step = m.step;
+    }
+    post_event(ev::checkpoint_verified{m.step});
+  }
+
+  // A folder announcement, handled before the next line of the worker is read: checked, sealed
+  // into ckpt-<step>/, counted, pruned (protocol/README.md, "Folder checkpoints").
+  void on_folder_checkpoint(const protocol::checkpoint_msg& m) {
+    const auto dir = store.checkpoint_dir(record.id);
+    const auto reject = [&](const error& why) {
+      log_event("rejected checkpoint: " + m.path + ": " + why.message);
+      post_event(ev::checkpoint_invalid{m.path + ": " + why.message});
+    };
+    if (staging_dir.empty()) return reject(make_error("this worker has no staging folder"));
+    if (auto s =
+            check_folder_announcement(files, staging_dir, m.path, m.step, record.checkpoint_step);
+        !s) {
+      return reject(s.error());
+    }
+    auto sealed = protocol::seal_checkpoint_folder(files, fs::path(m.path).lexically_normal(), dir,
+                                                   record.id, m.step);
+    if (!sealed) return reject(sealed.error());
+    record.checkpoint_step = m.step;
+    record.checkpoint_path = sealed->path.string();
+    if (!record.shards.empty()) record.shards.back().end_step = m.step;
+    protocol::checkpoint_store cs(files, dir, spec.checkpoints.keep);
+    if (auto s = cs.prune(sealed->path); !s) {
+      log_event("sealed " + sealed->path.string() + " but pruning failed: " + s.error().message);
     }
     post_event(ev::checkpoint_verified{m.step});
   }
@@ -444,6 +577,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     kill_worker_tree();
     ++worker_gen;
     worker.reset();
+    remove_staging_dir();
     live.pid = 0;
     live.rss_bytes = 0;
     post_event(ev::worker_exited{*exit_status, last_done, mono_ms()});
@@ -491,16 +625,27 @@ void job_runner::start() {
   auto& r = impl_->record;
   // The record may lag the disk (a supervisor killed between a checkpoint and its record):
   // the newest checkpoint that verifies is the truth.
-  protocol::checkpoint_store cs(env::default_env(), impl_->store.checkpoint_dir(r.id),
-                                impl_->spec.checkpoints.keep);
-  if (auto newest = cs.load_newest(); newest && *newest) {
-    if ((*newest)->data.step() > r.checkpoint_step) {
-      r.checkpoint_step = (*newest)->data.step();
-      r.checkpoint_path = (*newest)->path.string();
+  // (Each spawn verifies again and may step back; this only keeps a resting job's record true.)
+  const auto ckpt_dir = impl_->store.checkpoint_dir(r.id);
+  protocol::checkpoint_store cs(impl_->files, ckpt_dir, impl_->spec.checkpoints.keep);
+  if (auto newest = cs.newest_verified(); newest && newest->path) {
+    if (newest->step > r.checkpoint_step) {
+      r.checkpoint_step = newest->step;
+      r.checkpoint_path = newest->path->string();
     }
-    for (const auto& why : (*newest)->rejected) impl_->log_event("skipped checkpoint: " + why);
   } else if (!newest) {
     impl_->log_event(newest.error().message);
+  }
+  // Staging folders are a dead worker's leftovers: no worker of this job runs yet.
+  if (impl_->files.file_exists(ckpt_dir)) {
+    if (auto names = impl_->files.list_dir(ckpt_dir)) {
+      for (const auto& n : *names) {
+        if (n.rfind(".staging-", 0) != 0) continue;
+        if (auto s = impl_->files.remove_dir_all(ckpt_dir / n); !s) {
+          impl_->log_event("cannot remove a stale staging folder: " + s.error().message);
+        }
+      }
+    }
   }
   auto& m = impl_->machine;
   m.checkpoint_step = r.checkpoint_step;
