@@ -187,7 +187,7 @@ TEST_CASE("a runner sweeps staging leftovers at start and gives each worker a fr
   job_store store(baton::env::default_env(), dir / "state");
   REQUIRE(store.open());
   const auto geometry = baton::protocol::compute_geometry(
-      spec, std::get<baton::protocol::synthetic_data>(spec.data).samples);
+      spec, std::get<baton::protocol::synthetic_data>(*spec.data).samples);
   auto created = store.create(spec, geometry.total_steps, spec.name);
   REQUIRE(created);
   const auto ckpt = store.checkpoint_dir(spec.name);
