@@ -34,6 +34,15 @@ class readable_file {
   virtual status read(std::uint64_t offset, std::size_t n, std::string& out) = 0;
 };
 
+// What an entry is, seen without following a symlink (lstat / symlink_status), so a checkpoint
+// folder can refuse links and special files that would lead its readers elsewhere.
+enum class entry_kind { missing, regular, directory, symlink, other };
+
+struct entry_info {
+  entry_kind kind = entry_kind::missing;
+  std::uint64_t size = 0;  // regular files only
+};
+
 class env {
  public:
   virtual ~env() = default;
@@ -66,6 +75,16 @@ class env {
   // Removes a folder and everything in it. Envs without folders of their own may refuse.
   virtual status remove_dir_all(const std::filesystem::path& dir) {
     return make_error("remove " + dir.string() + ": not supported by this env");
+  }
+  // The entry at `path` itself (a symlink is reported as one, never followed). A missing entry is
+  // kind `missing`, not an error; an error means the OS could not tell.
+  virtual result<entry_info> stat_no_follow(const std::filesystem::path& path) {
+    return make_error("stat " + path.string() + ": not supported by this env");
+  }
+  // Makes an existing file's content durable (fsync / FlushFileBuffers) without rewriting it,
+  // for files another process wrote and closed.
+  virtual status sync_file(const std::filesystem::path& path) {
+    return make_error("fsync " + path.string() + ": not supported by this env");
   }
 
   // The process-wide env of this OS. Never destroyed.

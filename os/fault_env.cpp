@@ -197,4 +197,25 @@ result<std::vector<std::string>> fault_env::list_dir(const std::filesystem::path
   return base_.list_dir(dir);
 }
 
+result<std::unique_ptr<readable_file>> fault_env::new_readable_file(
+    const std::filesystem::path& path) {
+  return base_.new_readable_file(path);
+}
+
+result<entry_info> fault_env::stat_no_follow(const std::filesystem::path& path) {
+  return base_.stat_no_follow(path);
+}
+
+status fault_env::remove_dir_all(const std::filesystem::path& dir) {
+  auto d = next(op::remove_file, dir);
+  if (d.v == verdict::fail) return injected(op::remove_file, dir, d.message);
+  return base_.remove_dir_all(dir);
+}
+
+status fault_env::sync_file(const std::filesystem::path& path) {
+  auto d = next(op::sync, path);
+  if (d.v == verdict::fail) return injected(op::sync, path, d.message);
+  return base_.sync_file(path);
+}
+
 }  // namespace baton

@@ -73,6 +73,13 @@ class fault_env : public env {
   status create_dirs(const std::filesystem::path& dir) override;
   bool file_exists(const std::filesystem::path& path) override;
   result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) override;
+  // Passed through uncounted, as the other reads are.
+  result<std::unique_ptr<readable_file>> new_readable_file(
+      const std::filesystem::path& path) override;
+  result<entry_info> stat_no_follow(const std::filesystem::path& path) override;
+  // Counted and failed as `remove_file` and `sync`, which they generalise.
+  status remove_dir_all(const std::filesystem::path& dir) override;
+  status sync_file(const std::filesystem::path& path) override;
 
  private:
   class file;

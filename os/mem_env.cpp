@@ -1,8 +1,16 @@
 #include "os/mem_env.h"
 
+#include <iterator>
+
 namespace baton {
 
 namespace {
+// True when `p` lies strictly inside folder `dir` (both keys).
+bool is_under(const std::string& p, const std::string& dir) {
+  if (dir == "/") return p.size() > 1 && p[0] == '/';
+  return p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/';
+}
+
 error not_found(const std::string& what, const std::string& path) {
   return make_error(what + " " + path + ": No such file or directory");
 }
@@ -82,6 +90,23 @@ result<std::string> mem_env::read_file(const std::filesystem::path& path) {
 status mem_env::rename_file(const std::filesystem::path& from, const std::filesystem::path& to) {
   const std::string f = key(from), t = key(to);
   std::lock_guard lock(mu_);
+  if (dirs_.count(f) && f != t) {
+    // A folder moves with everything in it; like rename(2), onto a missing name only.
+    if (!dir_exists_locked(key(std::filesystem::path(t).parent_path()))) {
+      return not_found("rename " + f + " to", t);
+    }
+    if (files_.count(t) || dirs_.count(t) || is_under(t, f)) {
+      return make_error("rename " + f + " to " + t + ": Directory not empty or invalid target");
+    }
+    const auto moved = [&](const std::string& p) { return t + p.substr(f.size()); };
+    std::set<std::string> dirs;
+    for (const auto& d : dirs_) dirs.insert(d == f || is_under(d, f) ? moved(d) : d);
+    std::map<std::string, std::shared_ptr<node>> files;
+    for (auto& [p, n] : files_) files[is_under(p, f) ? moved(p) : p] = n;
+    dirs_ = std::move(dirs);
+    files_ = std::move(files);
+    return {};
+  }
   auto it = files_.find(f);
   if (it == files_.end()) return not_found("rename " + f + " to", t);
   if (!dir_exists_locked(key(std::filesystem::path(t).parent_path()))) {
@@ -141,6 +166,41 @@ result<std::vector<std::string>> mem_env::list_dir(const std::filesystem::path& 
     if (auto n = child_name(p); !n.empty()) names.insert(n);
   }
   return std::vector<std::string>(names.begin(), names.end());
+}
+
+status mem_env::remove_dir_all(const std::filesystem::path& dir) {
+  const std::string k = key(dir);
+  std::lock_guard lock(mu_);
+  // As std::filesystem::remove_all: a missing path is no error, a file is removed alone.
+  files_.erase(k);
+  if (dirs_.erase(k) == 0) return {};
+  for (auto it = files_.begin(); it != files_.end();) {
+    it = is_under(it->first, k) ? files_.erase(it) : std::next(it);
+  }
+  for (auto it = dirs_.begin(); it != dirs_.end();) {
+    it = is_under(*it, k) ? dirs_.erase(it) : std::next(it);
+  }
+  return {};
+}
+
+result<entry_info> mem_env::stat_no_follow(const std::filesystem::path& path) {
+  const std::string k = key(path);
+  std::lock_guard lock(mu_);
+  entry_info info;
+  if (auto it = files_.find(k); it != files_.end()) {
+    info.kind = entry_kind::regular;
+    info.size = it->second->data.size();
+  } else if (dirs_.count(k)) {
+    info.kind = entry_kind::directory;
+  }
+  return info;
+}
+
+status mem_env::sync_file(const std::filesystem::path& path) {
+  const std::string k = key(path);
+  std::lock_guard lock(mu_);
+  if (!files_.count(k)) return not_found("open", k);
+  return {};
 }
 
 status mem_env::put(const std::filesystem::path& path, std::string data) {

@@ -1,7 +1,8 @@
 // An env that keeps files in memory, for tests: no disk, no leftovers, and it can be inspected
 // and wrapped (see fault_env.h). Files behave like POSIX inodes: a writable file keeps writing to
 // the same content after its path is renamed or removed. Thread-safe; one mutex guards all state.
-// Durability is not modelled: sync() only checks the file is open.
+// Durability is not modelled: sync() only checks the file is open. Folders rename as a whole (all
+// they hold moves with them); there are no symlinks or special files.
 #pragma once
 
 #include <map>
@@ -28,6 +29,9 @@ class mem_env : public env {
   status create_dirs(const std::filesystem::path& dir) override;
   bool file_exists(const std::filesystem::path& path) override;
   result<std::vector<std::string>> list_dir(const std::filesystem::path& dir) override;
+  status remove_dir_all(const std::filesystem::path& dir) override;
+  result<entry_info> stat_no_follow(const std::filesystem::path& path) override;
+  status sync_file(const std::filesystem::path& path) override;
 
   // Test helpers: put bytes at a path directly (its folder must exist), and see every file.
   status put(const std::filesystem::path& path, std::string data);

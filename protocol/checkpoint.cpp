@@ -492,6 +492,15 @@ result<std::string> encode_checkpoint(const checkpoint& c) {
 
 result<std::string> checkpoint_digest_streamed(const range_reader& read, std::uint64_t file_size,
                                                std::string_view what, std::size_t chunk_bytes) {
+  auto s = checkpoint_summary_streamed(read, file_size, what, chunk_bytes);
+  if (!s) return s.error();
+  return std::move(s->digest);
+}
+
+result<checkpoint_summary> checkpoint_summary_streamed(const range_reader& read,
+                                                       std::uint64_t file_size,
+                                                       std::string_view what,
+                                                       std::size_t chunk_bytes) {
   const auto fail = [&](const error& e) -> error {
     return make_error(std::string(what) + ": " + e.message);
   };
@@ -533,7 +542,11 @@ result<std::string> checkpoint_digest_streamed(const range_reader& read, std::ui
     return x.digest();
   };
   if (auto ok = verify_baton(*p, head, digest, what); !ok) return ok.error();
-  return p->metadata.at(meta::digest);
+  checkpoint_summary out;
+  out.digest = p->metadata.at(meta::digest);
+  // verify_baton has checked the step is a valid decimal.
+  (void)parse_decimal(p->metadata.at(meta::step), out.step);
+  return out;
 }
 
 namespace {

@@ -110,4 +110,14 @@ result<std::string> checkpoint_digest_streamed(const range_reader& read, std::ui
                                                std::string_view what,
                                                std::size_t chunk_bytes = 1 << 20);
 
+// The same check, also giving the step in the file's metadata (to match against its name).
+struct checkpoint_summary {
+  std::string digest;
+  std::int64_t step = 0;
+};
+result<checkpoint_summary> checkpoint_summary_streamed(const range_reader& read,
+                                                       std::uint64_t file_size,
+                                                       std::string_view what,
+                                                       std::size_t chunk_bytes = 1 << 20);
+
 }  // namespace baton::protocol

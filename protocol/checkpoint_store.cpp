@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "protocol/checkpoint_folder.h"
+
 namespace baton::protocol {
 
 namespace {
@@ -15,13 +17,14 @@ constexpr std::string_view prefix = "ckpt-";
 constexpr std::string_view suffix = ".safetensors";
 constexpr std::string_view temp_marker = ".tmp-";
 
-// Step encoded in a checkpoint file name, or nullopt for anything else (temp files included).
-std::optional<std::int64_t> step_of(std::string_view name) {
-  if (name.size() < prefix.size() + 12 + suffix.size()) return std::nullopt;
+// Step encoded in a checkpoint name: "ckpt-<12+ digits>.safetensors" (a file) or
+// "ckpt-<12+ digits>" (a folder); nullopt for anything else (temp files and staging included).
+std::optional<std::int64_t> step_of(std::string_view name, bool& is_folder) {
   if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
-  if (name.substr(name.size() - suffix.size()) != suffix) return std::nullopt;
+  is_folder = !(name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix);
   const std::string_view digits =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+      name.substr(prefix.size(), name.size() - prefix.size() - (is_folder ? 0 : suffix.size()));
+  if (digits.size() < 12) return std::nullopt;
   if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return std::nullopt;
   }
@@ -31,17 +34,19 @@ std::optional<std::int64_t> step_of(std::string_view name) {
   return step;
 }
 
+std::optional<std::int64_t> step_of(std::string_view name) {
+  bool is_folder = false;
+  auto s = step_of(name, is_folder);
+  if (!s || is_folder) return std::nullopt;
+  return s;
+}
+
 // Step of the checkpoint a temp file was going to become ("ckpt-...safetensors.tmp-...").
 std::optional<std::int64_t> temp_step_of(std::string_view name) {
   const auto at = name.find(temp_marker);
   if (at == std::string_view::npos) return std::nullopt;
   return step_of(name.substr(0, at));
 }
-
-struct entry {
-  std::int64_t step;
-  std::filesystem::path path;
-};
 
 }  // namespace
 
@@ -54,21 +59,88 @@ std::filesystem::path checkpoint_store::path_for_step(std::int64_t step) const {
   return dir_ / buf;
 }
 
-result<std::vector<std::filesystem::path>> checkpoint_store::list() const {
-  if (!env_.file_exists(dir_)) return std::vector<std::filesystem::path>{};
+result<std::vector<checkpoint_store::entry>> checkpoint_store::entries() const {
+  if (!env_.file_exists(dir_)) return std::vector<entry>{};
   auto names = env_.list_dir(dir_);
   if (!names) return names.error();
   std::vector<entry> found;
   for (const auto& n : *names) {
-    if (auto s = step_of(n)) found.push_back({*s, dir_ / n});
+    bool is_folder = false;
+    if (auto s = step_of(n, is_folder)) found.push_back({*s, dir_ / n, is_folder});
   }
   // By step, not by name: a step past 12 digits still sorts after the others.
   std::sort(found.begin(), found.end(), [](const entry& a, const entry& b) {
     return a.step != b.step ? a.step < b.step : a.path < b.path;
   });
+  return found;
+}
+
+result<std::vector<std::filesystem::path>> checkpoint_store::list() const {
+  auto found = entries();
+  if (!found) return found.error();
   std::vector<std::filesystem::path> out;
-  out.reserve(found.size());
-  for (auto& f : found) out.push_back(std::move(f.path));
+  out.reserve(found->size());
+  for (auto& f : *found) out.push_back(std::move(f.path));
+  return out;
+}
+
+status checkpoint_store::prune(const std::filesystem::path& keep_path) const {
+  auto found = entries();
+  if (!found) return found.error();
+  std::vector<entry> others;
+  for (auto& f : *found) {
+    if (f.path != keep_path) others.push_back(std::move(f));
+  }
+  const std::size_t keep_others = static_cast<std::size_t>(keep_ - 1);
+  if (others.size() <= keep_others) return {};
+  for (std::size_t i = 0; i < others.size() - keep_others; ++i) {
+    const auto& o = others[i];
+    // A name of the folder kind may still be a plain file (a damaged leftover): remove_dir_all
+    // takes either.
+    auto s = o.is_folder ? env_.remove_dir_all(o.path) : env_.remove_file(o.path);
+    if (!s) return s;
+  }
+  return {};
+}
+
+result<verified_checkpoint> checkpoint_store::newest_verified() const {
+  auto found = entries();
+  if (!found) return with_context("finding a checkpoint in " + dir_.string(), found.error());
+  verified_checkpoint out;
+  for (auto it = found->rbegin(); it != found->rend(); ++it) {
+    const std::string what = it->path.string();
+    if (it->is_folder) {
+      auto m = verify_checkpoint_folder(env_, it->path);
+      if (!m) {
+        out.rejected.push_back(m.error().message);  // names the file already
+        continue;
+      }
+    } else {
+      auto file = env_.new_readable_file(it->path);
+      if (!file) {
+        out.rejected.push_back(what + ": " + file.error().message);
+        continue;
+      }
+      auto sum = checkpoint_summary_streamed(
+          [&](std::uint64_t offset, std::size_t n, std::string& buf) {
+            return (*file)->read(offset, n, buf);
+          },
+          (*file)->size(), what, folder_hash_chunk_bytes);
+      if (!sum) {
+        out.rejected.push_back(sum.error().message);
+        continue;
+      }
+      if (sum->step != it->step) {
+        out.rejected.push_back(what + ": file name says step " + std::to_string(it->step) +
+                               " but its metadata says step " + std::to_string(sum->step));
+        continue;
+      }
+    }
+    out.path = it->path;
+    out.step = it->step;
+    out.is_folder = it->is_folder;
+    return out;
+  }
   return out;
 }
 
@@ -105,19 +177,8 @@ result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
 
   // Prune only after a durable save, and never the file just written (even if its step is
   // older than files already here, e.g. after a job was rewound).
-  auto files = list();
-  if (!files) return with_context("saved " + path.string() + " but pruning failed", files.error());
-  std::vector<std::filesystem::path> others;
-  for (auto& f : *files) {
-    if (f != path) others.push_back(std::move(f));
-  }
-  const std::size_t keep_others = static_cast<std::size_t>(keep_ - 1);
-  if (others.size() > keep_others) {
-    for (std::size_t i = 0; i < others.size() - keep_others; ++i) {
-      if (auto s = env_.remove_file(others[i]); !s) {
-        return with_context("saved " + path.string() + " but pruning failed", s.error());
-      }
-    }
+  if (auto s = prune(path); !s) {
+    return with_context("saved " + path.string() + " but pruning failed", s.error());
   }
   // Temp files for older steps can only be leftovers of a crashed writer: this one is newer.
   if (auto names = env_.list_dir(dir_)) {
@@ -160,8 +221,13 @@ result<std::optional<loaded_checkpoint>> checkpoint_store::load_newest() const {
 }
 
 result<std::optional<loaded_checkpoint_file>> checkpoint_store::load_newest_file() const {
-  auto files = list();
-  if (!files) return with_context("loading a checkpoint from " + dir_.string(), files.error());
+  auto found = entries();
+  if (!found) return with_context("loading a checkpoint from " + dir_.string(), found.error());
+  std::vector<std::filesystem::path> files_only;
+  for (auto& f : *found) {
+    if (!f.is_folder) files_only.push_back(std::move(f.path));
+  }
+  const auto* files = &files_only;
   if (files->empty()) return std::optional<loaded_checkpoint_file>{};
   std::vector<std::string> rejected;
   for (auto it = files->rbegin(); it != files->rend(); ++it) {

@@ -1,7 +1,9 @@
-// A checkpoint store is one job's folder of checkpoint files, named by step
-// (ckpt-000000001234.safetensors), written atomically through an env and pruned to the newest
-// `keep`. Loading walks from the newest file back and returns the first that verifies, with the
-// reasons the newer ones were rejected, so a corrupt file never stops a job that has a good one.
+// A checkpoint store is one job's folder of checkpoints, named by step: baton checkpoint files
+// (ckpt-000000001234.safetensors), written atomically through an env, and sealed checkpoint
+// folders (ckpt-000000001234/, see checkpoint_folder.h), both pruned together to the newest
+// `keep`. Loading walks from the newest back and returns the first that verifies, with the
+// reasons the newer ones were rejected, so a corrupt checkpoint never stops a job that has a good
+// one. Other names (.staging-*, temp files) are not checkpoints and are ignored.
 #pragma once
 
 #include <filesystem>
@@ -29,6 +31,14 @@ struct loaded_checkpoint_file {
   std::vector<std::string> rejected;
 };
 
+// The newest checkpoint of either kind that verified, if any, and why newer ones did not.
+struct verified_checkpoint {
+  std::optional<std::filesystem::path> path;  // nullopt: none verified (or none at all)
+  std::int64_t step = 0;
+  bool is_folder = false;
+  std::vector<std::string> rejected;  // "<path>: <reason>", newest first
+};
+
 // One writer per folder: save() treats temp files of its own target as its own leftovers.
 class checkpoint_store {
  public:
@@ -50,16 +60,32 @@ class checkpoint_store {
   // digest string ("xxh64:..."). Memory use is the header plus one chunk, whatever the file size.
   result<std::string> verify(const std::filesystem::path& path) const;
 
-  // Newest checkpoint that verifies; nullopt (not an error) when there is none at all. An error
+  // Newest checkpoint file that verifies (folders are not baton checkpoint files and are
+  // skipped); nullopt (not an error) when there is none at all. An error
   // when files exist but none verifies, listing each file's reason.
   result<std::optional<loaded_checkpoint>> load_newest() const;
   // The same holding the file once: for a resume, which copies the tensors into its model.
   result<std::optional<loaded_checkpoint_file>> load_newest_file() const;
 
-  // Checkpoint file paths, oldest first.
+  // Checkpoint paths (files and folders), oldest first by step.
   result<std::vector<std::filesystem::path>> list() const;
 
+  // Walks back from the newest checkpoint, file or folder, verifying each with bounded memory
+  // (files: the streamed check; folders: verify_checkpoint_folder), and stops at the first good
+  // one. An error only when the folder cannot be listed.
+  result<verified_checkpoint> newest_verified() const;
+
+  // Removes the oldest checkpoints (files and folders) beyond `keep`, never `keep_path`.
+  status prune(const std::filesystem::path& keep_path) const;
+
  private:
+  struct entry {
+    std::int64_t step;
+    std::filesystem::path path;
+    bool is_folder;
+  };
+  result<std::vector<entry>> entries() const;
+
   env& env_;
   std::filesystem::path dir_;
   int keep_;

@@ -147,8 +147,12 @@ result<worker_message> decode_worker(const json& j, const std::string& type) {
   if (type == "checkpoint") {
     BATON_READ(path, r.text("path"));
     BATON_READ(step, r.integer("step"));
-    BATON_READ(digest, r.text("digest"));
-    return checkpoint_msg{*path, *step, *digest};
+    checkpoint_msg m{*path, *step, std::nullopt};
+    if (auto it = j.find("digest"); it != j.end() && !it->is_null()) {
+      BATON_READ(digest, r.text("digest"));
+      m.digest = *digest;
+    }
+    return m;
   }
   if (type == "done") {
     BATON_READ(step, r.integer("step"));
@@ -185,8 +189,9 @@ std::string encode(const worker_message& m) {
                          {"samples_per_sec", number(p.samples_per_sec)}});
           },
           [](const checkpoint_msg& c) {
-            return dump(
-                {{"type", "checkpoint"}, {"path", c.path}, {"step", c.step}, {"digest", c.digest}});
+            json j = {{"type", "checkpoint"}, {"path", c.path}, {"step", c.step}};
+            if (c.digest) j["digest"] = *c.digest;
+            return dump(j);
           },
           [](const done_msg& d) {
             return dump({{"type", "done"}, {"step", d.step}, {"job_complete", d.job_complete}});

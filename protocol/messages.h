@@ -33,10 +33,13 @@ struct progress_msg {
   double samples_per_sec = 0.0;
 };
 
+// With a digest: a baton checkpoint file the worker wrote into BATON_CHECKPOINT_DIR. Without
+// one (field absent or null): a folder the worker wrote into BATON_STAGING_DIR, for the
+// supervisor to seal (protocol/README.md, "Folder checkpoints").
 struct checkpoint_msg {
   std::string path;
   std::int64_t step = 0;
-  std::string digest;
+  std::optional<std::string> digest;
 };
 
 struct done_msg {

@@ -7,6 +7,7 @@
 #include "os/env.h"
 #include "protocol/job_spec.h"
 #include "protocol/version.h"
+#include "supervisor/checkpoint_command.h"
 #include "supervisor/client_command.h"
 #include "supervisor/run_command.h"
 #include "supervisor/serve_command.h"
@@ -77,6 +78,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   add_resume_command(app, ctx);
   add_wait_command(app, ctx);
   add_service_command(app, ctx);
+  add_checkpoint_command(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -319,6 +319,11 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
           if (!t.in(job_state::queued) || t.worker_phase()) return t.ignore();
           t.emit(act::persist{});
           t.spawn();
+        } else if constexpr (std::is_same_v<E, ev::resume_point>) {
+          if (s.phase != worker_phase::starting || s.worker_alive) return t.ignore();
+          job.checkpoint_step = e.step;  // saved by the spawn that follows
+          s.shard_start_step = e.step;
+          s.progress_step = e.step;
         } else if constexpr (std::is_same_v<E, ev::cancel_requested>) {
           if (s.phase == worker_phase::starting && !s.worker_alive) {
             s.target = stop_target::cancel;  // spawn under way: its outcome event finishes this

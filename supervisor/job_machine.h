@@ -95,6 +95,11 @@ struct checkpoint_found {
   std::int64_t step = 0;
 };
 struct start_requested {};  // a worker slot is free for this job
+// The checkpoint the worker being spawned resumes from, verified just before its spawn. Lower
+// than the record's step when a newer checkpoint was damaged since it was written.
+struct resume_point {
+  std::int64_t step = 0;
+};
 struct cancel_requested {};
 struct pause_requested {
   std::string reason;
@@ -144,7 +149,7 @@ struct grace_elapsed {};
 
 using event =
     std::variant<ev::submitted, ev::recovered, ev::unloadable, ev::requeued_for_restart,
-                 ev::checkpoint_found, ev::start_requested, ev::cancel_requested,
+                 ev::checkpoint_found, ev::start_requested, ev::resume_point, ev::cancel_requested,
                  ev::pause_requested, ev::resume_requested, ev::save_failed, ev::worker_spawned,
                  ev::spawn_failed, ev::hello, ev::progress, ev::checkpoint_verified,
                  ev::checkpoint_rejected, ev::protocol_violation, ev::rss_sample, ev::stall_timeout,

@@ -1,11 +1,13 @@
 #include "supervisor/job_runner.h"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
 
 #include "protocol/checkpoint.h"
+#include "protocol/checkpoint_folder.h"
 #include "protocol/checkpoint_store.h"
 #include "protocol/messages.h"
 #include "protocol/version.h"
@@ -102,6 +104,56 @@ status verify_reported_checkpoint(env& e, const fs::path& checkpoint_dir, const 
   return {};
 }
 
+fs::path staging_dir_for(const fs::path& checkpoint_dir, std::int64_t shard_index) {
+  // Absolute: the worker runs in its own working folder and must announce an absolute path.
+  std::error_code ec;
+  const auto dir = checkpoint_dir / (".staging-" + std::to_string(shard_index));
+  const auto abs = fs::absolute(dir, ec);
+  return (ec ? dir : abs).lexically_normal();
+}
+
+status check_folder_announcement(env& e, const fs::path& staging_dir, const std::string& path,
+                                 std::int64_t step, std::int64_t newest_step) {
+  const fs::path raw(path);
+  if (!raw.is_absolute()) return make_error("not an absolute path");
+  const fs::path p = raw.lexically_normal();
+  if (p.parent_path() != staging_dir.lexically_normal()) {
+    return make_error("not a folder directly inside the staging folder " + staging_dir.string() +
+                      " (BATON_STAGING_DIR)");
+  }
+  const std::string name = p.filename().string();
+  const bool name_ok = !name.empty() && name.size() <= 64 && name.front() != '.' &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                                (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+                       });
+  if (!name_ok) {
+    return make_error("folder name \"" + name +
+                      "\" is not 1-64 characters of [A-Za-z0-9._-] not starting with '.'");
+  }
+  if (step <= newest_step) {
+    return make_error("step " + std::to_string(step) +
+                      " does not advance past the newest verified checkpoint (step " +
+                      std::to_string(newest_step) + ")");
+  }
+  auto info = e.stat_no_follow(p);
+  if (!info) return info.error();
+  switch (info->kind) {
+    case entry_kind::directory:
+      return {};
+    case entry_kind::symlink:
+      return make_error(p.string() + ": a symlink, not a folder");
+    case entry_kind::missing:
+      return make_error(p.string() + ": does not exist");
+    case entry_kind::regular:
+      return make_error(p.string() +
+                        ": a file, not a folder (a checkpoint file is announced with its digest)");
+    case entry_kind::other:
+      break;
+  }
+  return make_error(p.string() + ": a special file, not a folder");
+}
+
 worker_invocation make_worker_invocation(const protocol::job_spec& spec, const job_store& store,
                                          const job_record& record, const fs::path& worker_exe,
                                          std::optional<std::int64_t> max_steps) {
@@ -126,6 +178,16 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
       {spec.shard.unit == protocol::shard_unit::steps ? "BATON_SHARD_STEPS" : "BATON_SHARD_EPOCHS",
        shard_env_value(spec.shard)},
   };
+  inv.env.emplace_back("BATON_STAGING_DIR",
+                       staging_dir_for(store.checkpoint_dir(record.id),
+                                       static_cast<std::int64_t>(record.shards.size()))
+                           .string());
+  if (!record.checkpoint_path.empty()) {
+    std::error_code ec;
+    const auto abs = fs::absolute(record.checkpoint_path, ec);
+    inv.env.emplace_back("BATON_RESUME_FROM",
+                         ec ? record.checkpoint_path : abs.lexically_normal().string());
+  }
   if (max_steps) inv.env.emplace_back("BATON_MAX_STEPS", std::to_string(*max_steps));
   if (spec.memory.hard_limit_mib) {
     const auto hard = static_cast<std::uint64_t>(*spec.memory.hard_limit_mib) << 20;
@@ -160,6 +222,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   machine_settings settings;
   job_runtime runtime;  // the machine's in-memory state
   live_status live;
+
+  fs::path staging_dir;  // of the current worker; empty when none was created
 
   std::unique_ptr<worker_process> worker;
   std::uint64_t worker_gen = 0;  // handlers of an older worker see a newer generation and return
@@ -206,6 +270,15 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     dispatching = false;
     changed();
     check_rest();
+  }
+
+  // One event outside the queue, for the runner's own use inside an action (see
+  // choose_resume_checkpoint). Its transition must ask for no action.
+  void feed_now(const event& e) {
+    auto r = transition(record, runtime, e, settings);
+    static_cast<job_standing&>(record) = std::move(r.standing);
+    runtime = std::move(r.runtime);
+    for (const auto& a : r.actions) apply(a);
   }
 
   void check_rest() {
@@ -312,6 +385,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void spawn(std::optional<std::int64_t> max_steps) {
+    choose_resume_checkpoint();
+    const auto staging_error = prepare_staging_dir();
     const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
     shard_record shard;
     shard.index = static_cast<std::int64_t>(record.shards.size());
@@ -327,8 +402,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
     o.stderr_log = store.log_path(record.id);
-    auto p = launcher.spawn(io, o);
+    auto p = staging_error ? result<std::unique_ptr<worker_process>>(*staging_error)
+                           : launcher.spawn(io, o);
     if (!p) {
+      remove_staging_dir();
       shard.cause = exit_cause::spawn_failed;
       shard.detail = p.error().message;
       shard.ended_ms = shard.started_ms;
@@ -372,6 +449,43 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     });
     post_event(ev::worker_spawned{mono_ms()});
     arm_rss_timer(gen);
+  }
+
+  // Points the record (and so BATON_RESUME_FROM and BATON_START_STEP) at the newest checkpoint
+  // that verifies now, just before a spawn: a checkpoint damaged since it was written is skipped,
+  // and the step may go down.
+  void choose_resume_checkpoint() {
+    protocol::checkpoint_store cs(files, store.checkpoint_dir(record.id), spec.checkpoints.keep);
+    auto v = cs.newest_verified();
+    if (!v) {
+      log_event(v.error().message);
+      return;
+    }
+    for (const auto& why : v->rejected) log_event("skipped checkpoint " + why);
+    // Fed at once, not queued: the invocation built next must see the machine's answer. Safe
+    // because spawn_worker is the last action of every transition that asks for it.
+    const auto step = v->path ? v->step : 0;
+    feed_now(ev::resume_point{step});
+    if (record.checkpoint_step == step) {
+      record.checkpoint_path = v->path ? v->path->string() : std::string();
+    }
+  }
+
+  // An empty BATON_STAGING_DIR for the next worker; an error means the spawn must not happen.
+  std::optional<error> prepare_staging_dir() {
+    staging_dir = staging_dir_for(store.checkpoint_dir(record.id),
+                                  static_cast<std::int64_t>(record.shards.size()));
+    if (auto s = files.remove_dir_all(staging_dir); !s) return s.error();
+    if (auto s = files.create_dirs(staging_dir); !s) return s.error();
+    return std::nullopt;
+  }
+
+  void remove_staging_dir() {
+    if (staging_dir.empty()) return;
+    if (auto s = files.remove_dir_all(staging_dir); !s) {
+      log_event("cannot remove the staging folder: " + s.error().message);
+    }
+    staging_dir.clear();
   }
 
   void on_line(const boost::system::error_code& ec, std::string_view line) {
@@ -418,8 +532,12 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void on_message(const protocol::checkpoint_msg& m) {
+    if (!m.digest) {
+      on_folder_checkpoint(m);
+      return;
+    }
     const auto dir = store.checkpoint_dir(record.id);
-    if (auto s = verify_reported_checkpoint(files, dir, m.path, m.step, m.digest); !s) {
+    if (auto s = verify_reported_checkpoint(files, dir, m.path, m.step, *m.digest); !s) {
       log_event("rejected checkpoint: " + s.error().message);
       post_event(ev::checkpoint_rejected{s.error().message});
       return;
@@ -429,6 +547,33 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     if (m.step >= record.checkpoint_step) {
       record.checkpoint_path = fs::path(m.path).lexically_normal().string();
       if (!record.shards.empty()) record.shards.back().end_step = m.step;
+    }
+    post_event(ev::checkpoint_verified{m.step});
+  }
+
+  // A folder announcement, handled before the next line of the worker is read: checked, sealed
+  // into ckpt-<step>/, counted, pruned (protocol/README.md, "Folder checkpoints").
+  void on_folder_checkpoint(const protocol::checkpoint_msg& m) {
+    const auto dir = store.checkpoint_dir(record.id);
+    const auto reject = [&](const error& why) {
+      log_event("rejected checkpoint: " + m.path + ": " + why.message);
+      post_event(ev::checkpoint_rejected{m.path + ": " + why.message});
+    };
+    if (staging_dir.empty()) return reject(make_error("this worker has no staging folder"));
+    if (auto s =
+            check_folder_announcement(files, staging_dir, m.path, m.step, record.checkpoint_step);
+        !s) {
+      return reject(s.error());
+    }
+    auto sealed = protocol::seal_checkpoint_folder(files, fs::path(m.path).lexically_normal(), dir,
+                                                   record.id, m.step);
+    if (!sealed) return reject(sealed.error());
+    // The step itself is the machine's (checkpoint_verified below).
+    record.checkpoint_path = sealed->path.string();
+    if (!record.shards.empty()) record.shards.back().end_step = m.step;
+    protocol::checkpoint_store cs(files, dir, spec.checkpoints.keep);
+    if (auto s = cs.prune(sealed->path); !s) {
+      log_event("sealed " + sealed->path.string() + " but pruning failed: " + s.error().message);
     }
     post_event(ev::checkpoint_verified{m.step});
   }
@@ -472,6 +617,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     kill_worker_tree();
     ++worker_gen;
     worker.reset();
+    remove_staging_dir();
     live.pid = 0;
     live.rss_bytes = 0;
     post_event(ev::worker_exited{*exit_status, last_done, mono_ms()});
@@ -520,14 +666,26 @@ void job_runner::start() {
   auto& r = m.record;
   // The record may lag the disk (a supervisor killed between a checkpoint and its record):
   // the newest checkpoint that verifies is the truth.
-  protocol::checkpoint_store cs(m.files, m.store.checkpoint_dir(r.id), m.spec.checkpoints.keep);
-  if (auto newest = cs.load_newest(); newest && *newest) {
+  // (Each spawn verifies again and may step back; this only keeps a resting job's record true.)
+  const auto ckpt_dir = m.store.checkpoint_dir(r.id);
+  protocol::checkpoint_store cs(m.files, ckpt_dir, m.spec.checkpoints.keep);
+  if (auto newest = cs.newest_verified(); newest && newest->path) {
     const auto before = r.checkpoint_step;
-    m.post_event(ev::checkpoint_found{(*newest)->data.step()});
-    if (r.checkpoint_step != before) r.checkpoint_path = (*newest)->path.string();
-    for (const auto& why : (*newest)->rejected) m.log_event("skipped checkpoint: " + why);
+    m.post_event(ev::checkpoint_found{newest->step});
+    if (r.checkpoint_step != before) r.checkpoint_path = newest->path->string();
   } else if (!newest) {
     m.log_event(newest.error().message);
+  }
+  // Staging folders are a dead worker's leftovers: no worker of this job runs yet.
+  if (m.files.file_exists(ckpt_dir)) {
+    if (auto names = m.files.list_dir(ckpt_dir)) {
+      for (const auto& n : *names) {
+        if (n.rfind(".staging-", 0) != 0) continue;
+        if (auto s = m.files.remove_dir_all(ckpt_dir / n); !s) {
+          m.log_event("cannot remove a stale staging folder: " + s.error().message);
+        }
+      }
+    }
   }
   m.live.step = r.checkpoint_step;
   m.live.total_steps = r.total_steps;

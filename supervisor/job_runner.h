@@ -81,6 +81,9 @@ class job_runner {
 };
 
 // The argv and environment a worker of this job gets (documented in protocol/README.md).
+// BATON_RESUME_FROM is record.checkpoint_path made absolute (unset when empty): the runner points
+// the record at the checkpoint it verified just before the spawn. BATON_STAGING_DIR is
+// staging_dir_for().
 struct worker_invocation {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
@@ -118,5 +121,17 @@ void append_job_log(env& e, const job_store& store, const std::string& id,
 status verify_reported_checkpoint(env& e, const std::filesystem::path& checkpoint_dir,
                                   const std::string& path, std::int64_t step,
                                   const std::string& digest);
+
+// The folder a worker of shard `shard_index` writes folder checkpoints into:
+// <checkpoint dir>/.staging-<shard index>, made absolute.
+std::filesystem::path staging_dir_for(const std::filesystem::path& checkpoint_dir,
+                                      std::int64_t shard_index);
+
+// Checks a folder announcement (a checkpoint message without a digest) before anything is
+// sealed: an absolute path naming a real folder (not a symlink) directly inside `staging_dir`,
+// with a valid name, and a step past `newest_step` (the job's newest verified checkpoint).
+status check_folder_announcement(env& e, const std::filesystem::path& staging_dir,
+                                 const std::string& path, std::int64_t step,
+                                 std::int64_t newest_step);
 
 }  // namespace baton::supervisor

@@ -173,6 +173,38 @@ class posix_env final : public env {
     return {};
   }
 
+  result<entry_info> stat_no_follow(const std::filesystem::path& path) override {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return entry_info{};
+      return errno_error("stat", path, errno);
+    }
+    entry_info info;
+    if (S_ISREG(st.st_mode)) {
+      info.kind = entry_kind::regular;
+      info.size = static_cast<std::uint64_t>(st.st_size);
+    } else if (S_ISDIR(st.st_mode)) {
+      info.kind = entry_kind::directory;
+    } else if (S_ISLNK(st.st_mode)) {
+      info.kind = entry_kind::symlink;
+    } else {
+      info.kind = entry_kind::other;
+    }
+    return info;
+  }
+
+  status sync_file(const std::filesystem::path& path) override {
+    // O_NOFOLLOW: syncing is no reason to open whatever a link points at. fsync on a read-only
+    // descriptor flushes the file's dirty pages all the same.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return errno_error("open", path, errno);
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return errno_error("fsync", path, err);
+    return {};
+  }
+
   bool file_exists(const std::filesystem::path& path) override {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0;

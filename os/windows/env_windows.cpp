@@ -54,8 +54,55 @@ class windows_writable_file final : public writable_file {
   bool at_end_ = false;
 };
 
+class windows_readable_file final : public readable_file {
+ public:
+  windows_readable_file(std::filesystem::path path, unique_handle h, std::uint64_t size)
+      : path_(std::move(path)), h_(std::move(h)), size_(size) {}
+
+  std::uint64_t size() const override { return size_; }
+
+  status read(std::uint64_t offset, std::size_t n, std::string& out) override {
+    out.resize(n);
+    std::size_t got = 0;
+    while (got < n) {
+      // An OVERLAPPED offset on a synchronous handle is a positioned read (pread).
+      OVERLAPPED at{};
+      const std::uint64_t pos = offset + got;
+      at.Offset = static_cast<DWORD>(pos & 0xffffffffu);
+      at.OffsetHigh = static_cast<DWORD>(pos >> 32);
+      const DWORD chunk = static_cast<DWORD>(std::min<std::size_t>(n - got, 1u << 30));
+      DWORD r = 0;
+      if (!::ReadFile(h_.get(), out.data() + got, chunk, &r, &at)) {
+        if (::GetLastError() == ERROR_HANDLE_EOF) break;
+        return os_error("read " + utf8(path_));
+      }
+      if (r == 0) break;
+      got += r;
+    }
+    out.resize(got);
+    return {};
+  }
+
+ private:
+  std::filesystem::path path_;
+  unique_handle h_;
+  std::uint64_t size_;
+};
+
 class windows_env final : public env {
  public:
+  result<std::unique_ptr<readable_file>> new_readable_file(
+      const std::filesystem::path& path) override {
+    unique_handle h(::CreateFileW(path.c_str(), GENERIC_READ,
+                                  FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                                  OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr));
+    if (!h) return os_error("open " + utf8(path));
+    LARGE_INTEGER size{};
+    if (!::GetFileSizeEx(h.get(), &size)) return os_error("stat " + utf8(path));
+    return std::unique_ptr<readable_file>(
+        new windows_readable_file(path, std::move(h), static_cast<std::uint64_t>(size.QuadPart)));
+  }
+
   result<std::unique_ptr<writable_file>> new_writable_file(
       const std::filesystem::path& path) override {
     // FILE_SHARE_DELETE: a reader holding the old file open must not block the rename over it.
@@ -125,6 +172,46 @@ class windows_env final : public env {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     if (ec) return make_error("remove " + utf8(dir) + ": " + ec.message());
+    return {};
+  }
+
+  result<entry_info> stat_no_follow(const std::filesystem::path& path) override {
+    std::error_code ec;
+    const auto st = std::filesystem::symlink_status(path, ec);
+    if (ec && st.type() != std::filesystem::file_type::not_found) {
+      return make_error("stat " + utf8(path) + ": " + ec.message());
+    }
+    entry_info info;
+    switch (st.type()) {
+      case std::filesystem::file_type::not_found:
+        break;
+      case std::filesystem::file_type::regular: {
+        info.kind = entry_kind::regular;
+        const auto size = std::filesystem::file_size(path, ec);
+        if (ec) return make_error("stat " + utf8(path) + ": " + ec.message());
+        info.size = static_cast<std::uint64_t>(size);
+        break;
+      }
+      case std::filesystem::file_type::directory:
+        info.kind = entry_kind::directory;
+        break;
+      case std::filesystem::file_type::symlink:
+        info.kind = entry_kind::symlink;
+        break;
+      default:  // junctions and other reparse points are links to elsewhere as well
+        info.kind = entry_kind::other;
+        break;
+    }
+    return info;
+  }
+
+  status sync_file(const std::filesystem::path& path) override {
+    // FlushFileBuffers needs a handle with write access, though nothing is written.
+    unique_handle h(::CreateFileW(path.c_str(), GENERIC_WRITE,
+                                  FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                                  OPEN_EXISTING, FILE_FLAG_OPEN_REPARSE_POINT, nullptr));
+    if (!h) return os_error("open " + utf8(path));
+    if (!::FlushFileBuffers(h.get())) return os_error("flush " + utf8(path));
     return {};
   }
 

@@ -93,3 +93,41 @@ TEST_CASE("posix readable file reads any range", "[unit][env]") {
   CHECK_THAT(missing.error().message, Catch::Contains("nope"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("default env tells files, folders and missing entries apart without following",
+          "[unit][env]") {
+  auto& e = baton::env::default_env();
+  const auto dir = scratch_dir("stat");
+  REQUIRE(baton::write_file_atomic(e, dir / "f", "12345"));
+  REQUIRE(e.create_dirs(dir / "sub" / "deeper"));
+  auto f = e.stat_no_follow(dir / "f");
+  REQUIRE(f);
+  CHECK(f->kind == baton::entry_kind::regular);
+  CHECK(f->size == 5);
+  auto d = e.stat_no_follow(dir / "sub");
+  REQUIRE(d);
+  CHECK(d->kind == baton::entry_kind::directory);
+  auto m = e.stat_no_follow(dir / "nothing");
+  REQUIRE(m);
+  CHECK(m->kind == baton::entry_kind::missing);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("default env syncs a file by path and removes a folder tree", "[unit][env]") {
+  auto& e = baton::env::default_env();
+  const auto dir = scratch_dir("tree");
+  REQUIRE(e.create_dirs(dir / "t" / "a" / "b"));
+  REQUIRE(baton::write_file_atomic(e, dir / "t" / "a" / "b" / "x", "x"));
+  REQUIRE(baton::write_file_atomic(e, dir / "t" / "y", "y"));
+  CHECK(e.sync_file(dir / "t" / "y"));
+  auto missing = e.sync_file(dir / "t" / "nope");
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.error().message, Catch::Contains("nope"));
+  // A folder renames like a file (a sealed checkpoint folder is moved into place this way).
+  REQUIRE(e.rename_file(dir / "t", dir / "u"));
+  CHECK(e.file_exists(dir / "u" / "a" / "b" / "x"));
+  REQUIRE(e.remove_dir_all(dir / "u"));
+  CHECK_FALSE(e.file_exists(dir / "u"));
+  CHECK(e.remove_dir_all(dir / "u"));  // already gone: nothing to do
+  fs::remove_all(dir);
+}

@@ -109,3 +109,25 @@ TEST_CASE("fault_env passes errors of the wrapped env through", "[unit][fault_en
   CHECK_THAT(r.error().message, Catch::Contains("No such file or directory"));
   CHECK(e.op_count() == 1);
 }
+
+TEST_CASE("fault_env fails folder removal and file sync like remove and fsync",
+          "[unit][fault_env]") {
+  baton::mem_env base;
+  fault_env e(base);
+  REQUIRE(base.create_dirs("/d/sub"));
+  REQUIRE(base.put("/d/sub/f", "x"));
+  CHECK(e.stat_no_follow("/d/sub/f")->kind == baton::entry_kind::regular);  // uncounted read
+  CHECK(e.op_count() == 0);
+  e.fail_at(1, "disk gone", false, op::sync);
+  auto s = e.sync_file("/d/sub/f");
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "fsync /d/sub/f: disk gone");
+  CHECK(e.sync_file("/d/sub/f"));
+  e.fail_at(1, "busy", false, op::remove_file);
+  CHECK_FALSE(e.remove_dir_all("/d"));
+  CHECK(base.file_exists("/d/sub/f"));
+  CHECK(e.remove_dir_all("/d"));
+  CHECK_FALSE(base.file_exists("/d/sub/f"));
+  CHECK(e.op_count(op::remove_file) == 2);
+  CHECK(e.op_count(op::sync) == 2);
+}

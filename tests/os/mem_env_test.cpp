@@ -90,3 +90,34 @@ TEST_CASE("mem_env is safe to use from several threads", "[unit][mem_env]") {
   CHECK(files.size() == 20);  // temp files all renamed away
   for (const auto& [p, d] : files) CHECK(d.size() == 64);
 }
+
+TEST_CASE("mem_env folders: stat, rename as a whole, remove recursively", "[unit][mem_env]") {
+  baton::mem_env e;
+  REQUIRE(e.create_dirs("/c/.staging-0/step-1/sub"));
+  REQUIRE(e.put("/c/.staging-0/step-1/a", "aaa"));
+  REQUIRE(e.put("/c/.staging-0/step-1/sub/b", "b"));
+  REQUIRE(e.put("/c/.staging-0x", "not inside"));
+  auto a = e.stat_no_follow("/c/.staging-0/step-1/a");
+  REQUIRE(a);
+  CHECK(a->kind == baton::entry_kind::regular);
+  CHECK(a->size == 3);
+  CHECK(e.stat_no_follow("/c/.staging-0/step-1/sub")->kind == baton::entry_kind::directory);
+  CHECK(e.stat_no_follow("/c/none")->kind == baton::entry_kind::missing);
+  CHECK(e.sync_file("/c/.staging-0/step-1/a"));
+  CHECK_FALSE(e.sync_file("/c/none"));
+
+  REQUIRE(e.rename_file("/c/.staging-0/step-1", "/c/ckpt-000000000001"));
+  CHECK(*e.read_file("/c/ckpt-000000000001/sub/b") == "b");
+  CHECK_FALSE(e.file_exists("/c/.staging-0/step-1"));
+  CHECK(*e.list_dir("/c/ckpt-000000000001") == std::vector<std::string>{"a", "sub"});
+  // Like rename(2), a folder never replaces an existing entry here.
+  REQUIRE(e.create_dirs("/c/other"));
+  CHECK_FALSE(e.rename_file("/c/ckpt-000000000001", "/c/other"));
+
+  REQUIRE(e.remove_dir_all("/c/.staging-0"));
+  REQUIRE(e.remove_dir_all("/c/ckpt-000000000001"));
+  CHECK_FALSE(e.file_exists("/c/ckpt-000000000001/sub/b"));
+  CHECK_FALSE(e.file_exists("/c/ckpt-000000000001"));
+  CHECK(*e.read_file("/c/.staging-0x") == "not inside");  // a sibling with the same prefix stays
+  CHECK(e.remove_dir_all("/c/never"));
+}

@@ -77,12 +77,28 @@ TEST_CASE("non-finite numbers travel as null and come back as NaN", "[unit][mess
   CHECK(std::isnan(back.samples_per_sec));
 }
 
+TEST_CASE("a checkpoint without a digest announces a folder", "[unit][messages]") {
+  const auto line = encode(worker_message{checkpoint_msg{"/s/.staging-0/step-5", 5, std::nullopt}});
+  CHECK(line == R"({"path":"/s/.staging-0/step-5","step":5,"type":"checkpoint"})");
+  CHECK(round_trip(checkpoint_msg{"/s/.staging-0/step-5", 5, std::nullopt}).digest == std::nullopt);
+  for (const char* text : {R"({"type":"checkpoint","path":"/s/x","step":5})",
+                           R"({"type":"checkpoint","path":"/s/x","step":5,"digest":null})"}) {
+    INFO(text);
+    auto m = decode_worker_message(text);
+    REQUIRE(m);
+    const auto& c = std::get<checkpoint_msg>(*m);
+    CHECK(c.path == "/s/x");
+    CHECK(c.step == 5);
+    CHECK_FALSE(c.digest.has_value());
+  }
+}
+
 TEST_CASE("checkpoint, done, error and stop round trip", "[unit][messages]") {
   auto c = round_trip(checkpoint_msg{"/var/lib/baton/jobs/a/ckpt-000000000010.safetensors", 10,
                                      "xxh64:0123456789abcdef"});
   CHECK(c.path == "/var/lib/baton/jobs/a/ckpt-000000000010.safetensors");
   CHECK(c.step == 10);
-  CHECK(c.digest == "xxh64:0123456789abcdef");
+  CHECK(c.digest == std::optional<std::string>("xxh64:0123456789abcdef"));
   auto d = round_trip(done_msg{3140, true});
   CHECK(d.step == 3140);
   CHECK(d.job_complete);
@@ -167,8 +183,8 @@ TEST_CASE("missing and mistyped fields name the field", "[unit][messages]") {
         "hello.protocol: 99999999999 is out of range");
   CHECK(worker_error(R"({"type":"checkpoint","path":1,"step":1,"digest":"d"})") ==
         "checkpoint.path: expected a string, got number");
-  CHECK(worker_error(R"({"type":"checkpoint","path":"p","step":1})") ==
-        "checkpoint.digest: missing");
+  CHECK(worker_error(R"({"type":"checkpoint","path":"p","step":1,"digest":7})") ==
+        "checkpoint.digest: expected a string, got number");
   CHECK(worker_error(R"({"type":"done","step":1,"job_complete":1})") ==
         "done.job_complete: expected a boolean, got number");
   CHECK(worker_error(R"({"type":"error","message":null})") ==

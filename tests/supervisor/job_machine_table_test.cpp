@@ -153,6 +153,7 @@ const std::map<std::string, event>& events() {
       {"requeued", ev::requeued_for_restart{false}},
       {"checkpoint_found", ev::checkpoint_found{50}},
       {"start", ev::start_requested{}},
+      {"resume_point", ev::resume_point{30}},
       {"cancel", ev::cancel_requested{}},
       {"pause", ev::pause_requested{"by user"}},
       {"resume", ev::resume_requested{}},
@@ -182,6 +183,7 @@ queued | unloadable | failed | log_event{job failed: bad record}; persist
 queued | requeued | ignored
 queued | checkpoint_found | queued |
 queued | start | starting | persist; spawn_worker
+queued | resume_point | ignored
 queued | cancel | cancelled | log_event{job cancelled}; persist
 queued | pause | paused | log_event{job paused: by user}; persist
 queued | resume | ignored
@@ -206,6 +208,7 @@ spawning | unloadable | ignored
 spawning | requeued | ignored
 spawning | checkpoint_found | ignored
 spawning | start | ignored
+spawning | resume_point | starting |
 spawning | cancel | starting |
 spawning | pause | starting |
 spawning | resume | ignored
@@ -230,6 +233,7 @@ starting | unloadable | ignored
 starting | requeued | ignored
 starting | checkpoint_found | ignored
 starting | start | ignored
+starting | resume_point | ignored
 starting | cancel | stopping | kill_group; cancel_timer{grace}
 starting | pause | stopping | send_stop; start_timer{grace,30000}
 starting | resume | ignored
@@ -254,6 +258,7 @@ running | unloadable | ignored
 running | requeued | ignored
 running | checkpoint_found | ignored
 running | start | ignored
+running | resume_point | ignored
 running | cancel | stopping | kill_group; cancel_timer{grace}
 running | pause | stopping | send_stop; start_timer{grace,30000}
 running | resume | ignored
@@ -278,6 +283,7 @@ stopping | unloadable | ignored
 stopping | requeued | ignored
 stopping | checkpoint_found | ignored
 stopping | start | ignored
+stopping | resume_point | ignored
 stopping | cancel | stopping | kill_group; cancel_timer{grace}
 stopping | pause | stopping |
 stopping | resume | ignored
@@ -302,6 +308,7 @@ waiting | unloadable | failed | log_event{job failed: bad record}; persist
 waiting | requeued | queued | persist
 waiting | checkpoint_found | waiting |
 waiting | start | ignored
+waiting | resume_point | ignored
 waiting | cancel | cancelled | cancel_timer{restart}; log_event{job cancelled}; persist
 waiting | pause | paused | cancel_timer{restart}; log_event{job paused: by user}; persist
 waiting | resume | ignored
@@ -326,6 +333,7 @@ backoff | unloadable | failed | log_event{job failed: bad record}; persist
 backoff | requeued | queued | persist
 backoff | checkpoint_found | backoff |
 backoff | start | ignored
+backoff | resume_point | ignored
 backoff | cancel | cancelled | cancel_timer{restart}; log_event{job cancelled}; persist
 backoff | pause | paused | cancel_timer{restart}; log_event{job paused: by user}; persist
 backoff | resume | ignored
@@ -350,6 +358,7 @@ paused | unloadable | failed | log_event{job failed: bad record}; persist
 paused | requeued | queued | persist
 paused | checkpoint_found | paused |
 paused | start | ignored
+paused | resume_point | ignored
 paused | cancel | cancelled | log_event{job cancelled}; persist
 paused | pause | ignored
 paused | resume | queued | persist; request_slot
@@ -374,6 +383,7 @@ interrupted | unloadable | failed | log_event{job failed: bad record}; persist
 interrupted | requeued | queued | persist
 interrupted | checkpoint_found | running |
 interrupted | start | ignored
+interrupted | resume_point | ignored
 interrupted | cancel | cancelled | log_event{job cancelled}; persist
 interrupted | pause | paused | log_event{job paused: by user}; persist
 interrupted | resume | ignored

@@ -515,3 +515,20 @@ TEST_CASE("a hard kill also teaches a time budget, for workers that report rarel
   // A budget timer that fires while no worker runs means nothing.
   CHECK(d.on(ev::budget_elapsed{}).empty());
 }
+
+TEST_CASE("a damaged newer checkpoint makes the next worker resume lower", "[unit][job_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{100});
+  d.on(ev::worker_exited{exit_status::exited(0), done_msg{100, false}, 5000});
+  REQUIRE(d.phase() == "starting");
+  // The runner verified the store again before the spawn: ckpt 100 no longer verifies.
+  CHECK(d.on(ev::resume_point{60}).empty());
+  CHECK_FALSE(d.last.ignored);
+  CHECK(d.job.checkpoint_step == 60);
+  CHECK(d.s.shard_start_step == 60);
+  d.on(ev::worker_spawned{6000});
+  // Once the worker runs, its start is fixed.
+  CHECK(d.on(ev::resume_point{10}).empty());
+  CHECK(d.last.ignored);
+}

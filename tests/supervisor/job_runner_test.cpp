@@ -16,6 +16,7 @@
 #include <string>
 
 #include "os/fault_env.h"
+#include "os/mem_env.h"
 #include "protocol/checkpoint_store.h"
 #include "support/test_paths.h"
 
@@ -132,15 +133,80 @@ TEST_CASE("a worker's invocation: argv, environment and the Windows memory backs
   CHECK(env.at("BATON_START_STEP") == "12");
   CHECK(env.at("BATON_MAX_STEPS") == "5");
   CHECK(env.at("BATON_JOB_ID") == spec.name);
+  CHECK(env.at("BATON_STAGING_DIR") == (store.checkpoint_dir(spec.name) / ".staging-0").string());
+  CHECK(env.count("BATON_RESUME_FROM") == 0);  // a fresh start: no checkpoint to resume from
   // The hard limit plus a quarter: sampling kills at the limit, the Job Object only catches what
   // outruns the sampler.
   REQUIRE(inv.memory_backstop_bytes);
   CHECK(*inv.memory_backstop_bytes == 500ull << 20);
 
   spec.memory.hard_limit_mib.reset();
+  created->checkpoint_path = (store.checkpoint_dir(spec.name) / "ckpt-000000000012").string();
+  created->shards.resize(3);
   inv = make_worker_invocation(spec, store, *created, "/opt/baton/baton-worker");
+  const std::map<std::string, std::string> env2(inv.env.begin(), inv.env.end());
+  CHECK(env2.at("BATON_RESUME_FROM") == created->checkpoint_path);
+  CHECK(env2.at("BATON_STAGING_DIR") == (store.checkpoint_dir(spec.name) / ".staging-3").string());
   CHECK_FALSE(inv.memory_backstop_bytes);
   CHECK(std::none_of(inv.env.begin(), inv.env.end(),
                      [](const auto& kv) { return kv.first == "BATON_MAX_STEPS"; }));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a folder announcement must name a real folder directly in the staging folder",
+          "[unit][job_runner]") {
+  baton::mem_env e;
+  const fs::path staging = baton::test::abs_path("/s/jobs/a/checkpoints/.staging-2");
+  REQUIRE(e.create_dirs(staging / "step-9"));
+  REQUIRE(e.put(staging / "plain", "x"));
+  CHECK(check_folder_announcement(e, staging, (staging / "step-9").string(), 9, 8));
+  CHECK(check_folder_announcement(e, staging, (staging / "x" / ".." / "step-9").string(), 9, 8));
+  const auto why = [&](const std::string& path, std::int64_t step) {
+    auto s = check_folder_announcement(e, staging, path, step, 8);
+    REQUIRE_FALSE(s);
+    return s.error().message;
+  };
+  CHECK(why("step-9", 9) == "not an absolute path");
+  CHECK_THAT(why(baton::test::abs_path("/s/jobs/a/checkpoints/step-9").string(), 9),
+             Catch::StartsWith("not a folder directly inside the staging folder"));
+  CHECK_THAT(why((staging / "step-9" / "inner").string(), 9),
+             Catch::StartsWith("not a folder directly inside"));
+  CHECK_THAT(why((staging / ".hidden").string(), 9), Catch::Contains("is not 1-64 characters"));
+  CHECK_THAT(why((staging / std::string(65, 'a')).string(), 9),
+             Catch::Contains("is not 1-64 characters"));
+  CHECK(why((staging / "step-9").string(), 8) ==
+        "step 8 does not advance past the newest verified checkpoint (step 8)");
+  CHECK_THAT(why((staging / "missing").string(), 9), Catch::EndsWith("missing: does not exist"));
+  CHECK_THAT(why((staging / "plain").string(), 9), Catch::Contains("a file, not a folder"));
+}
+
+TEST_CASE("a runner sweeps staging leftovers at start and gives each worker a fresh one",
+          "[integration][job_runner]") {
+  const auto dir = scratch("staging-sweep");
+  const auto spec = small_job(dir);
+  job_store store(baton::env::default_env(), dir / "state");
+  REQUIRE(store.open());
+  const auto geometry = baton::protocol::compute_geometry(
+      spec, std::get<baton::protocol::synthetic_data>(*spec.data).samples);
+  auto created = store.create(spec, geometry.total_steps, spec.name);
+  REQUIRE(created);
+  const auto ckpt = store.checkpoint_dir(spec.name);
+  fs::create_directories(ckpt / ".staging-9" / "step-3");
+  std::ofstream(ckpt / ".staging-9" / "step-3" / "half-written") << "x";
+
+  boost::asio::io_context io;
+  std::vector<std::string> events;
+  runner_options ro;
+  ro.worker_exe = BATON_WORKER_EXE;
+  ro.on_event = [&](const std::string& m) { events.push_back(m); };
+  job_runner runner(io, baton::env::default_env(), os_process_launcher(), store, *created, spec,
+                    ro);
+  runner.start();
+  CHECK_FALSE(fs::exists(ckpt / ".staging-9"));
+  REQUIRE(run_to_rest(io, runner));
+  CHECK(runner.record().state == job_state::completed);
+  for (const auto& e : fs::directory_iterator(ckpt)) {
+    CHECK(e.path().filename().string().rfind(".staging-", 0) == std::string::npos);
+  }
   fs::remove_all(dir);
 }
