@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "os/exit_status.h"
-#include "protocol/status.h"
 
 namespace baton::os {
 

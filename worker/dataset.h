@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/status.h"
 #include "protocol/job_spec.h"
-#include "protocol/status.h"
 #include "worker/tensor.h"
 
 namespace baton {
