@@ -109,8 +109,10 @@ class pipe_pump {
           if (abandoned_ || writes_.empty()) return;
           auto done = std::move(writes_.front().second);
           writes_.pop_front();
+          // The next write starts before `done` runs: a line that `done` queues then either
+          // waits its turn or, on an empty queue, starts itself; never both, or it goes twice.
+          if (!writes_.empty()) write_front(owner);
           if (done) done(ec);
-          if (!writes_.empty()) write_front(std::move(owner));
         });
   }
 

@@ -99,6 +99,27 @@ TEST_CASE("queued writes go out in order, each reported once", "[unit][pipe_pump
   CHECK(r.drain() == "one\ntwo\nthree\n");
 }
 
+TEST_CASE("a line queued from a write's handler goes out once", "[unit][pipe_pump]") {
+  rig r;
+  int done = 0;
+  r.p->write_line(
+      "first",
+      [&](const error_code&) {
+        ++done;
+        r.p->write_line(
+            "from the handler",
+            [&](const error_code&) {
+              ++done;
+              r.p->close_stdin();
+            },
+            r.p);
+      },
+      r.p);
+  r.io.run();
+  CHECK(done == 2);
+  CHECK(r.drain() == "first\nfrom the handler\n");
+}
+
 TEST_CASE("a write to a reader that is gone fails in its handler", "[unit][pipe_pump]") {
   rig r;
   r.from_pump.close();
