@@ -181,7 +181,14 @@ result<std::vector<DWORD>> descendants_of(DWORD root) {
     return h ? creation_time(h.get()) : 0;
   };
   std::vector<DWORD> out;
-  std::vector<std::pair<DWORD, std::uint64_t>> frontier{{root, created(root)}};
+  // A root that is gone (a worker that just exited: job_runner asks after every exit) has no
+  // creation time to compare with, and its pid was likely some earlier process's too, whose
+  // children still name it as parent: without this, every one of those strangers and all they
+  // started would be killed. Under wine that was services.exe and every wine service, breaking
+  // whatever test ran beside. What a dead worker started is in its job and dies with that.
+  const std::uint64_t root_created = created(root);
+  if (root_created == 0) return out;
+  std::vector<std::pair<DWORD, std::uint64_t>> frontier{{root, root_created}};
   while (!frontier.empty()) {
     const auto [parent, parent_created] = frontier.back();
     frontier.pop_back();
