@@ -1,6 +1,8 @@
-// env is the one door to the operating system for files (after leveldb's Env): everything that
-// reads or writes state goes through it, so tests can swap in an in-memory or fault-injecting
-// env. Implementations: os/posix/env_posix.cpp, os/windows/env_windows.cpp, os/mem_env.h.
+// env is the door to the operating system for files (after leveldb's Env): job records,
+// checkpoints and settings are read and written through it, so tests can swap in an in-memory or
+// fault-injecting env. Not every file access does yet: some supervisor log appends and reads
+// still go to the filesystem directly. Implementations: os/posix/env_posix.cpp,
+// os/windows/env_windows.cpp, os/mem_env.h, os/fault_env.h (wraps another env).
 // An env is shared and outlives every file it hands out; callers own the returned files.
 #pragma once
 
@@ -12,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton {
 

@@ -6,8 +6,8 @@
 // Implementations: os/posix/exclusive_address_posix.cpp, os/windows/exclusive_address_windows.cpp.
 #pragma once
 
+#include "base/status.h"
 #include "os/peer_credentials.h"
-#include "protocol/status.h"
 
 namespace baton::os {
 

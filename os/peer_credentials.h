@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::os {
 

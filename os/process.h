@@ -5,6 +5,7 @@
 // Implementations: os/posix/process_posix.cpp (Linux: /proc, prctl) and
 // os/windows/process_windows.cpp (a Job Object per worker stands in for the process group and
 // the death signal; Windows has no SIGTERM, so a graceful stop is the protocol's `stop` line).
+// Both read stdout and write stdin through one os/pipe_pump.h.
 // No OS headers here.
 #pragma once
 
@@ -20,8 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "os/exit_status.h"
-#include "protocol/status.h"
 
 namespace baton::os {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::os {
 

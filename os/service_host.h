@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "os/service_model.h"
-#include "protocol/status.h"
 
 namespace baton::os {
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::os {
 

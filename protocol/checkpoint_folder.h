@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "os/env.h"
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::protocol {
 

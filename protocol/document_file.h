@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include "base/status.h"
 #include "os/env.h"
-#include "protocol/status.h"
 
 namespace baton::protocol {
 

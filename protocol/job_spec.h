@@ -15,7 +15,7 @@
 #include <variant>
 #include <vector>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton {
 class env;

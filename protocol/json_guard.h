@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::protocol::detail {
 

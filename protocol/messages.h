@@ -11,7 +11,7 @@
 #include <string_view>
 #include <variant>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::protocol {
 

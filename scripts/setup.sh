@@ -14,6 +14,7 @@ BATON_PACKAGES=(
   nlohmann-json3-dev libeigen3-dev catch2 libsystemd-dev libxxhash-dev libcli11-dev
   python3
   python3-pytest python3-xxhash python3-numpy python3-torch  # tests/python, the PyTorch example
+  curl  # the control-socket tests talk to the daemon as a user would
   systemd  # systemd-analyze, for the unit's verify test; nothing here needs systemd as PID 1
 )
 

@@ -1,5 +1,6 @@
-// The `baton` command line: one CLI11 app with a subcommand per verb (validate now; run, serve,
-// submit... later). Each verb lives in an add_*_command function that registers its options and
+// The `baton` command line: one CLI11 app with a subcommand per verb (validate, run, serve,
+// service, and the client verbs of client_command.h). Each verb lives in an add_*_command
+// function (declared in its own *_command.h, validate's here) that registers its options and
 // a callback on the app; run_cli owns parsing and turns every outcome into an exit code, so the
 // CLI can be driven in-process by tests. Verbs write only to the streams in cli_context.
 #pragma once

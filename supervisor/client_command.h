@@ -1,7 +1,8 @@
 // The client verbs of `baton` that talk to a running daemon over its control socket: submit,
-// list, status, logs, cancel and wait. Each is one or a few control_client calls; the socket (on
-// Windows the control endpoint file) is --socket, else $BATON_SOCKET, else default_socket_path().
-// The human views are pure functions of the API's JSON so they are tested without a daemon.
+// list, status, logs, cancel, resume and wait. Each is one or a few control_client calls; the
+// socket (on Windows the control endpoint file) is --socket, else $BATON_SOCKET, else
+// default_socket_path(). The human views (format_job_status, format_job_list) are pure
+// functions of the API's JSON, kept apart from the calls so that a test needs no daemon.
 #pragma once
 
 #include <filesystem>

@@ -6,8 +6,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/status.h"
 #include "protocol/json_guard.h"
-#include "protocol/status.h"
 
 namespace baton::supervisor {
 

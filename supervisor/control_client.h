@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "protocol/status.h"
+#include "base/status.h"
 #include "supervisor/control_api.h"
 #include "supervisor/control_endpoint.h"
 #include "supervisor/control_server.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "protocol/status.h"
+#include "base/status.h"
 #include "supervisor/control_server.h"
 
 namespace baton::supervisor {

@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "protocol/status.h"
+#include "base/status.h"
 #include "supervisor/control_api.h"
 
 namespace boost::asio {

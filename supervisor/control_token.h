@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "protocol/status.h"
+#include "base/status.h"
 #include "supervisor/control_api.h"
 
 namespace baton::supervisor {

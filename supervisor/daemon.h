@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "os/env.h"
-#include "protocol/status.h"
 #include "supervisor/control_api.h"
 #include "supervisor/daemon_settings.h"
 #include "supervisor/job_record.h"

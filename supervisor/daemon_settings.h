@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton {
 class env;

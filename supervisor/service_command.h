@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "os/service_host.h"
-#include "protocol/status.h"
 #include "supervisor/cli.h"
 
 namespace baton {

@@ -2,15 +2,16 @@
 // matrix and a label matrix shaped for the job's loss. Loading owns all validation of the data
 // itself (numbers, shapes, label ranges); every error names the file and the line, row or byte
 // offset. Files are read through baton::env so tests can substitute fakes. The trainer owns the
-// returned matrices; nothing here keeps state between calls.
+// returned matrices; nothing here keeps state between calls. One source file per data source
+// (worker/dataset_sources.h lists them and what they share).
 #pragma once
 
 #include <Eigen/Core>
 #include <cstdint>
 #include <string_view>
 
+#include "base/status.h"
 #include "protocol/job_spec.h"
-#include "protocol/status.h"
 #include "worker/tensor.h"
 
 namespace baton {

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/status.h"
 #include "protocol/job_spec.h"
-#include "protocol/status.h"
 #include "worker/dense_layer.h"
 #include "worker/loss.h"
 #include "worker/parameter.h"

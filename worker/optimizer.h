@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "protocol/job_spec.h"
-#include "protocol/status.h"
 #include "worker/parameter.h"
 
 namespace baton::worker {

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "protocol/checkpoint.h"
 #include "protocol/job_spec.h"
-#include "protocol/status.h"
 #include "worker/dataset.h"
 #include "worker/model.h"
 #include "worker/optimizer.h"

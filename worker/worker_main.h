@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::worker {
 

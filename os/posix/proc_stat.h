@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::os::procfs {
 

@@ -9,22 +9,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <boost/asio/readable_pipe.hpp>
 #include <boost/asio/writable_pipe.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/stdio.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 
-#include "os/line_splitter.h"
+#include "os/pipe_pump.h"
 #include "os/posix/proc_stat.h"
 #include "os/process.h"
 
@@ -198,7 +195,7 @@ class process::impl : public std::enable_shared_from_this<impl> {
   using child = bp::basic_process<asio::io_context::executor_type>;
 
   impl(child proc, asio::readable_pipe out, asio::writable_pipe in)
-      : proc_(std::move(proc)), out_(std::move(out)), in_(std::move(in)), pid_(proc_.id()) {
+      : proc_(std::move(proc)), pipes_(std::move(out), std::move(in)), pid_(proc_.id()) {
     register_pid(pid_);
   }
 
@@ -217,30 +214,20 @@ class process::impl : public std::enable_shared_from_this<impl> {
 
   void abandon() {
     abandoned_ = true;
-    on_line_ = nullptr;
     on_exit_ = nullptr;
-    writes_.clear();
     if (!exited_) ::kill(-static_cast<pid_t>(pid_), SIGKILL);
-    error_code ignored;
-    out_.close(ignored);
-    in_.close(ignored);
+    pipes_.abandon();
   }
 
   void start_reading(line_handler on_line) {
-    on_line_ = std::move(on_line);
-    read_more();
+    pipes_.start_reading(std::move(on_line), shared_from_this());
   }
 
   void write_line(std::string line, write_handler on_done) {
-    line.push_back('\n');
-    writes_.emplace_back(std::move(line), std::move(on_done));
-    if (writes_.size() == 1) write_front();
+    pipes_.write_line(std::move(line), std::move(on_done), shared_from_this());
   }
 
-  void close_stdin() {
-    error_code ignored;
-    in_.close(ignored);
-  }
+  void close_stdin() { pipes_.close_stdin(); }
 
   void wait(exit_handler on_exit) {
     on_exit_ = std::move(on_exit);
@@ -264,59 +251,12 @@ class process::impl : public std::enable_shared_from_this<impl> {
   }
 
  private:
-  void read_more() {
-    out_.async_read_some(asio::buffer(chunk_),
-                         [self = shared_from_this()](error_code ec, std::size_t n) noexcept {
-                           self->on_read(ec, n);
-                         });
-  }
-
-  void deliver(const error_code& ec, std::string_view line) {
-    if (on_line_ && !abandoned_) on_line_(ec, line);
-  }
-
-  void on_read(error_code ec, std::size_t n) {
-    splitter_.feed(std::string_view(chunk_.data(), n),
-                   [this](const error_code& e, std::string_view line) {
-                     deliver(e, line);
-                     return !abandoned_;
-                   });
-    if (abandoned_) return;
-    if (ec) {
-      splitter_.finish([this](const error_code& e, std::string_view line) {
-        deliver(e, line);
-        return true;
-      });
-      auto h = std::exchange(on_line_, nullptr);
-      if (h) h(ec, {});
-      return;
-    }
-    read_more();
-  }
-
-  void write_front() {
-    asio::async_write(in_, asio::buffer(writes_.front().first),
-                      [self = shared_from_this()](error_code ec, std::size_t) noexcept {
-                        if (self->abandoned_ || self->writes_.empty()) return;
-                        auto done = std::move(self->writes_.front().second);
-                        self->writes_.pop_front();
-                        if (done) done(ec);
-                        if (!self->writes_.empty()) self->write_front();
-                      });
-  }
-
   child proc_;
-  asio::readable_pipe out_;
-  asio::writable_pipe in_;
+  pipe_pump<asio::readable_pipe, asio::writable_pipe> pipes_;
   std::int64_t pid_;
   bool exited_ = false;
   bool abandoned_ = false;
-
-  std::array<char, 64 * 1024> chunk_{};
-  line_splitter splitter_{max_line_bytes};
-  line_handler on_line_;
   exit_handler on_exit_;
-  std::deque<std::pair<std::string, write_handler>> writes_;
 };
 
 process::process(std::shared_ptr<impl> p) : impl_(std::move(p)) {}

@@ -15,14 +15,12 @@
 #include <atomic>
 #include <boost/asio/windows/object_handle.hpp>
 #include <boost/asio/windows/stream_handle.hpp>
-#include <boost/asio/write.hpp>
 #include <cwctype>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
 
-#include "os/line_splitter.h"
+#include "os/pipe_pump.h"
 #include "os/process.h"
 #include "os/windows_command_line.h"
 
@@ -183,7 +181,14 @@ result<std::vector<DWORD>> descendants_of(DWORD root) {
     return h ? creation_time(h.get()) : 0;
   };
   std::vector<DWORD> out;
-  std::vector<std::pair<DWORD, std::uint64_t>> frontier{{root, created(root)}};
+  // A root that is gone (a worker that just exited: job_runner asks after every exit) has no
+  // creation time to compare with, and its pid was likely some earlier process's too, whose
+  // children still name it as parent: without this, every one of those strangers and all they
+  // started would be killed. Under wine that was services.exe and every wine service, breaking
+  // whatever test ran beside. What a dead worker started is in its job and dies with that.
+  const std::uint64_t root_created = created(root);
+  if (root_created == 0) return out;
+  std::vector<std::pair<DWORD, std::uint64_t>> frontier{{root, root_created}};
   while (!frontier.empty()) {
     const auto [parent, parent_created] = frontier.back();
     frontier.pop_back();
@@ -206,8 +211,8 @@ class process::impl : public std::enable_shared_from_this<impl> {
        unique_handle in)
       : waiter_(io, process.release()),
         job_(std::move(job)),
-        out_(io, out.release()),
-        in_(io, in.release()),
+        pipes_(asio::windows::stream_handle(io, out.release()),
+               asio::windows::stream_handle(io, in.release())),
         pid_(pid) {}
 
   std::int64_t pid() const { return pid_; }
@@ -215,34 +220,25 @@ class process::impl : public std::enable_shared_from_this<impl> {
 
   void abandon() {
     abandoned_ = true;
-    on_line_ = nullptr;
     on_exit_ = nullptr;
-    writes_.clear();
     // Also after the worker's own exit: whatever it started is still in the job. No pid reuse
     // risk here, the job handle names exactly these processes.
     killed_ = true;
     ::TerminateJobObject(job_.get(), kill_exit_code);
+    pipes_.abandon();
     error_code ignored;
-    out_.close(ignored);
-    in_.close(ignored);
     waiter_.cancel(ignored);
   }
 
   void start_reading(line_handler on_line) {
-    on_line_ = std::move(on_line);
-    read_more();
+    pipes_.start_reading(std::move(on_line), shared_from_this());
   }
 
   void write_line(std::string line, write_handler on_done) {
-    line.push_back('\n');
-    writes_.emplace_back(std::move(line), std::move(on_done));
-    if (writes_.size() == 1) write_front();
+    pipes_.write_line(std::move(line), std::move(on_done), shared_from_this());
   }
 
-  void close_stdin() {
-    error_code ignored;
-    in_.close(ignored);
-  }
+  void close_stdin() { pipes_.close_stdin(); }
 
   void wait(exit_handler on_exit) {
     on_exit_ = std::move(on_exit);
@@ -308,64 +304,15 @@ class process::impl : public std::enable_shared_from_this<impl> {
   }
 
  private:
-  void read_more() {
-    out_.async_read_some(asio::buffer(chunk_),
-                         [self = shared_from_this()](error_code ec, std::size_t n) noexcept {
-                           // A closed pipe reads as broken_pipe on Windows: that is end of output.
-                           if (ec == asio::error::broken_pipe) ec = asio::error::eof;
-                           self->on_read(ec, n);
-                         });
-  }
-
-  void deliver(const error_code& ec, std::string_view line) {
-    if (on_line_ && !abandoned_) on_line_(ec, line);
-  }
-
-  void on_read(error_code ec, std::size_t n) {
-    splitter_.feed(std::string_view(chunk_.data(), n),
-                   [this](const error_code& e, std::string_view line) {
-                     deliver(e, line);
-                     return !abandoned_;
-                   });
-    if (abandoned_) return;
-    if (ec) {
-      splitter_.finish([this](const error_code& e, std::string_view line) {
-        deliver(e, line);
-        return true;
-      });
-      auto h = std::exchange(on_line_, nullptr);
-      if (h) h(ec, {});
-      return;
-    }
-    read_more();
-  }
-
-  void write_front() {
-    asio::async_write(in_, asio::buffer(writes_.front().first),
-                      [self = shared_from_this()](error_code ec, std::size_t) noexcept {
-                        if (self->abandoned_ || self->writes_.empty()) return;
-                        auto done = std::move(self->writes_.front().second);
-                        self->writes_.pop_front();
-                        if (done) done(ec);
-                        if (!self->writes_.empty()) self->write_front();
-                      });
-  }
-
   asio::windows::object_handle waiter_;  // owns the process handle
   unique_handle job_;
-  asio::windows::stream_handle out_;
-  asio::windows::stream_handle in_;
+  pipe_pump<asio::windows::stream_handle, asio::windows::stream_handle> pipes_;
   DWORD pid_;
   bool exited_ = false;
   bool abandoned_ = false;
   bool terminated_ = false;
   bool killed_ = false;
-
-  std::array<char, 64 * 1024> chunk_{};
-  line_splitter splitter_{max_line_bytes};
-  line_handler on_line_;
   exit_handler on_exit_;
-  std::deque<std::pair<std::string, write_handler>> writes_;
 };
 
 process::process(std::shared_ptr<impl> p) : impl_(std::move(p)) {}

@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::os::win {
 

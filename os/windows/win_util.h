@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::os::win {
 

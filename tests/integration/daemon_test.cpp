@@ -22,6 +22,7 @@
 #include "os/process.h"
 #include "supervisor/bad_api_requests.h"
 #include "supervisor/control_client.h"
+#include "support/skip.h"
 #include "support/test_paths.h"
 
 namespace fs = std::filesystem;
@@ -463,10 +464,7 @@ TEST_CASE("API abuse gets errors and the daemon keeps serving", "[integration][d
 }
 
 TEST_CASE("a foreign uid is refused with 403", "[integration][daemon]") {
-  if (::geteuid() != 0) {
-    WARN("not root: cannot switch to another uid; skipped");
-    return;
-  }
+  if (::geteuid() != 0) BATON_SKIP("switching to another uid needs root");
   const auto dir = scratch("foreign");
   fs::permissions(dir, fs::perms::all, fs::perm_options::replace);
   daemon_process d(dir);

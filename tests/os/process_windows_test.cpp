@@ -2,6 +2,11 @@
 // under wine: CreateProcessW with pipes, the per-worker Job Object, working-set sampling, and
 // env_windows's atomic replace. Windows-only: tests/CMakeLists.txt builds *_windows_test.cpp
 // for WIN32 alone.
+// clang-format off
+#include <windows.h>
+#include <tlhelp32.h>
+// clang-format on
+
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
@@ -11,6 +16,7 @@
 
 #include "os/env.h"
 #include "os/process.h"
+#include "support/skip.h"
 #include "support/test_paths.h"
 
 namespace fs = std::filesystem;
@@ -300,7 +306,10 @@ TEST_CASE("windows: a grandchild dies with the job, and when its spawner dies",
   auto q = start(io, child({"spawn", "60000", "exit", "0"}));
   observed o2;
   watch(*q, o2);
-  REQUIRE(run_until(io, [&] { return o2.exit_done; }));
+  // Until both: the exit and the end of stdout are separate completions, in either order, so at
+  // the exit alone the "grandchild" line may not have been read yet.
+  REQUIRE(run_until(io, [&] { return o2.exit_done && o2.read_done; }));
+  CHECK(o2.status == exit_status::exited(0));  // not 65/66: the spawn in the child worked
   REQUIRE(o2.lines.size() == 1);
   const std::int64_t orphan = std::stoll(o2.lines[0].substr(11));
   const auto deadline2 = std::chrono::steady_clock::now() + 10s;
@@ -308,6 +317,36 @@ TEST_CASE("windows: a grandchild dies with the job, and when its spawner dies",
     std::this_thread::sleep_for(20ms);
   }
   CHECK_FALSE(baton::os::tree_rss_bytes(orphan));
+}
+
+TEST_CASE("windows: kill_descendants of a pid that is gone kills no stranger",
+          "[integration][process]") {
+  // Windows keeps a dead parent's pid in its children's entries and reuses pids, and job_runner
+  // calls kill_descendants with the pid of a worker that has just exited. Find a live process
+  // whose parent is gone (under wine: services.exe, whose wineboot has exited).
+  DWORD orphan = 0;
+  DWORD stale_parent = 0;
+  HANDLE snap = ::CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0);
+  REQUIRE(snap != INVALID_HANDLE_VALUE);
+  PROCESSENTRY32W e{};
+  e.dwSize = sizeof e;
+  for (BOOL ok = ::Process32FirstW(snap, &e); ok && orphan == 0; ok = ::Process32NextW(snap, &e)) {
+    if (e.th32ParentProcessID <= 4) continue;  // the idle and System processes
+    HANDLE parent = ::OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, e.th32ParentProcessID);
+    if (parent != nullptr) {
+      ::CloseHandle(parent);
+    } else if (::GetLastError() == ERROR_INVALID_PARAMETER) {
+      orphan = e.th32ProcessID;
+      stale_parent = e.th32ParentProcessID;
+    }
+  }
+  ::CloseHandle(snap);
+  if (orphan == 0) BATON_SKIP("no process here has a parent that is gone");
+  INFO("process " << orphan << " names the gone " << stale_parent << " as its parent");
+  auto killed = baton::os::kill_descendants(stale_parent);
+  REQUIRE(killed);
+  CHECK(*killed == 0);
+  CHECK(baton::os::tree_rss_bytes(orphan));  // still running
 }
 
 // Hidden ([.]): wine 8 accepts JOB_OBJECT_LIMIT_PROCESS_MEMORY but does not enforce it, so

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace Catch {
 template <class T>

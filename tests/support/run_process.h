@@ -23,9 +23,11 @@ struct process_output {
 inline process_output run_process(std::vector<std::string> argv,
                                   std::vector<std::pair<std::string, std::string>> env = {},
                                   std::filesystem::path stderr_log = {},
-                                  std::chrono::seconds timeout = std::chrono::seconds(120)) {
+                                  std::chrono::seconds timeout = std::chrono::seconds(120),
+                                  std::filesystem::path working_dir = {}) {
   boost::asio::io_context io;
   os::spawn_options o;
+  o.working_dir = std::move(working_dir);
   o.argv = std::move(argv);
   o.env = std::move(env);
   o.stderr_log = std::move(stderr_log);

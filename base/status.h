@@ -2,6 +2,8 @@
 // `baton::result<T>` (a boost::system::result carrying a human-readable `baton::error`).
 // Exceptions are reserved for boundaries (config load, the top of main). The error text is
 // written for the user: it names the file, the JSON path or the byte offset that is wrong.
+// Lives in base/, the bottom layer (header-only, target baton_base), because both os/ and
+// protocol/ return these types and protocol/ links os/: neither may own it.
 #pragma once
 
 #include <boost/system/result.hpp>
