@@ -11,7 +11,7 @@
 #include <string>
 
 #include "os/process.h"
-#include "protocol/status.h"
+#include "base/status.h"
 
 namespace baton::supervisor {
 
