@@ -52,6 +52,13 @@ class env {
   // Creates or truncates `path`.
   virtual result<std::unique_ptr<writable_file>> new_writable_file(
       const std::filesystem::path& path) = 0;
+  // Opens `path` for appending, creating it if missing: every append lands at the end of the
+  // file, even when another process (a worker's stderr) appends to it too. For logs.
+  // Envs that never hold logs may refuse.
+  virtual result<std::unique_ptr<writable_file>> new_appendable_file(
+      const std::filesystem::path& path) {
+    return make_error("append to " + path.string() + ": not supported by this env");
+  }
   virtual result<std::string> read_file(const std::filesystem::path& path) = 0;
   // The default reads the whole file up front (fine for envs that keep files in memory anyway);
   // envs over a real disk override it to read only what is asked for.

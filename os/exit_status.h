@@ -1,5 +1,5 @@
 // How a child process ended: a normal exit with a code, or death by a signal. A plain value with
-// no OS headers so the pure supervisor logic (supervisor/shard_machine.h) can reason about exits
+// no OS headers so the pure supervisor logic (supervisor/job_machine.h) can reason about exits
 // without depending on Asio or the platform. os/process.h produces it; nothing else does.
 #pragma once
 

@@ -156,6 +156,15 @@ result<std::unique_ptr<writable_file>> fault_env::new_writable_file(
   return std::unique_ptr<writable_file>(new file(*this, path, std::move(*inner)));
 }
 
+result<std::unique_ptr<writable_file>> fault_env::new_appendable_file(
+    const std::filesystem::path& path) {
+  auto d = next(op::new_writable_file, path);
+  if (d.v == verdict::fail) return injected(op::new_writable_file, path, d.message);
+  auto inner = base_.new_appendable_file(path);
+  if (!inner) return inner.error();
+  return std::unique_ptr<writable_file>(new file(*this, path, std::move(*inner)));
+}
+
 result<std::string> fault_env::read_file(const std::filesystem::path& path) {
   return base_.read_file(path);
 }

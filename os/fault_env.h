@@ -63,6 +63,9 @@ class fault_env : public env {
 
   result<std::unique_ptr<writable_file>> new_writable_file(
       const std::filesystem::path& path) override;
+  // Counted (and failed) as op::new_writable_file: both open a file for writing.
+  result<std::unique_ptr<writable_file>> new_appendable_file(
+      const std::filesystem::path& path) override;
   result<std::string> read_file(const std::filesystem::path& path) override;
   status rename_file(const std::filesystem::path& from, const std::filesystem::path& to) override;
   status remove_file(const std::filesystem::path& path) override;

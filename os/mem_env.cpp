@@ -68,6 +68,17 @@ result<std::unique_ptr<writable_file>> mem_env::new_writable_file(
   return std::unique_ptr<writable_file>(new file(*this, k, std::move(n)));
 }
 
+result<std::unique_ptr<writable_file>> mem_env::new_appendable_file(
+    const std::filesystem::path& path) {
+  const std::string k = key(path);
+  std::lock_guard lock(mu_);
+  if (!dir_exists_locked(key(std::filesystem::path(k).parent_path()))) return not_found("open", k);
+  if (dirs_.count(k)) return make_error("open " + k + ": Is a directory");
+  auto& n = files_[k];
+  if (!n) n = std::make_shared<node>();
+  return std::unique_ptr<writable_file>(new file(*this, k, n));
+}
+
 result<std::string> mem_env::read_file(const std::filesystem::path& path) {
   const std::string k = key(path);
   std::lock_guard lock(mu_);

@@ -20,6 +20,8 @@ class mem_env : public env {
 
   result<std::unique_ptr<writable_file>> new_writable_file(
       const std::filesystem::path& path) override;
+  result<std::unique_ptr<writable_file>> new_appendable_file(
+      const std::filesystem::path& path) override;
   result<std::string> read_file(const std::filesystem::path& path) override;
   status rename_file(const std::filesystem::path& from, const std::filesystem::path& to) override;
   status remove_file(const std::filesystem::path& path) override;

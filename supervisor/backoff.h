@@ -1,6 +1,6 @@
 // Restart delays after worker failures: exponential backoff with a cap (initial * multiplier^n,
 // at most `max_ms`), and never below the s6 floor of one second between restarts. Pure
-// functions of the attempt number; the caller (supervisor/shard_machine.h) keeps that number and
+// functions of the attempt number; the caller (supervisor/job_machine.h) keeps that number and
 // sets it back to 0 after a success (the checkpoint advanced).
 #pragma once
 

@@ -7,7 +7,6 @@
 #include <csignal>
 #include <cstdio>
 #include <deque>
-#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -46,16 +45,8 @@ api_response invalid_spec(const std::string& message) {
 }
 
 // A worker that was running when the previous daemon died left a shard with no exit cause; it
-// was killed with its supervisor (PDEATHSIG), which is a stop, not a failure of the job.
-void close_interrupted_shard(job_record& r, const std::string& why) {
-  if (r.shards.empty() || r.shards.back().cause) return;
-  auto& s = r.shards.back();
-  s.cause = exit_cause::stopped;
-  s.detail = why;
-  s.ended_ms = std::max(s.started_ms, r.updated_ms);
-  s.end_step = std::max(s.end_step, r.checkpoint_step);
-  ++r.exits_by_cause[std::string(to_string(exit_cause::stopped))];
-}
+// was killed with its supervisor (PDEATHSIG), which the machine closes as a stop.
+bool shard_open(const job_record& r) { return !r.shards.empty() && !r.shards.back().cause; }
 
 std::optional<double> live_leak_rate(const shard_record& s) {
   std::vector<rss_sample> samples;
@@ -108,25 +99,20 @@ json job_status_json(const job_record& r, const live_status* live,
   return j;
 }
 
-result<log_chunk> read_log_chunk(const fs::path& file, std::uint64_t offset,
+result<log_chunk> read_log_chunk(env& e, const fs::path& file, std::uint64_t offset,
                                  std::size_t max_bytes) {
   log_chunk c;
   c.offset = c.next_offset = offset;
-  std::error_code ec;
-  const auto size = fs::file_size(file, ec);
-  if (ec) {
-    if (ec == std::errc::no_such_file_or_directory) return c;  // no worker has written yet
-    return make_error("cannot read " + file.string() + ": " + ec.message());
-  }
+  if (!e.file_exists(file)) return c;  // no worker has written yet
+  auto f = e.new_readable_file(file);
+  if (!f) return make_error("cannot read " + file.string() + ": " + f.error().message);
+  const auto size = (*f)->size();
   c.size = size;
   if (offset >= size) return c;
   const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(max_bytes, size - offset));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return make_error("cannot open " + file.string());
-  in.seekg(static_cast<std::streamoff>(offset));
-  c.data.resize(want);
-  in.read(c.data.data(), static_cast<std::streamsize>(want));
-  c.data.resize(static_cast<std::size_t>(in.gcount()));
+  if (auto s = (*f)->read(offset, want, c.data); !s) {
+    return make_error("cannot read " + file.string() + ": " + s.error().message);
+  }
   // Do not split a UTF-8 character across two chunks: the tail goes out with the next one.
   std::size_t cut = c.data.size();
   for (std::size_t back = 1; back <= 3 && back <= c.data.size(); ++back) {
@@ -183,10 +169,16 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     std::cerr << "baton: " << to_string(level) << ": " << message << std::endl;
   }
 
-  void save(job_record& r) {
-    if (auto s = store.save(r); !s) {
-      log(log_level::error, "job " + r.id + ": cannot save its record: " + s.error().message);
+  // A job without a runner takes its events here; the FIFO follows what the machine asks.
+  rest_outcome feed(job_record& r, const event& ev) {
+    auto out = feed_job_at_rest(e, store, r, ev);
+    if (!out.saved) {
+      log(log_level::error,
+          "job " + r.id + ": cannot save its record: " + out.saved.error().message);
     }
+    if (r.state != job_state::queued)
+      queue.erase(std::remove(queue.begin(), queue.end(), r.id), queue.end());
+    return out;
   }
 
   status recover() {
@@ -203,10 +195,8 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
         log(log_level::error, "job " + id + ": " + loaded.error().message);
         r.id = id;
         r.name = spec ? spec->name : id;
-        r.state = job_state::failed;
-        r.diagnosis = "job record does not verify: " + loaded.error().message;
         r.created_ms = r.updated_ms = 0;
-        save(r);
+        feed(r, ev::unloadable{"job record does not verify: " + loaded.error().message});
         jobs.emplace(id, std::move(entry));
         continue;
       }
@@ -215,26 +205,13 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
       }
       r = std::move(loaded->record);
       if (!spec) {
-        if (!is_terminal(r.state)) {
-          log(log_level::error, "job " + id + ": " + spec.error().message);
-          close_interrupted_shard(r, "supervisor exited while the worker ran");
-          r.state = job_state::failed;
-          r.diagnosis = "job spec does not load: " + spec.error().message;
-          save(r);
-        }
+        if (!is_terminal(r.state)) log(log_level::error, "job " + id + ": " + spec.error().message);
+        feed(r, ev::unloadable{"job spec does not load: " + spec.error().message, shard_open(r)});
         jobs.emplace(id, std::move(entry));
         continue;
       }
       entry.spec = std::move(*spec);
-      if (r.state == job_state::queued || r.state == job_state::running ||
-          r.state == job_state::backoff) {
-        const bool changed =
-            r.state != job_state::queued || (!r.shards.empty() && !r.shards.back().cause);
-        close_interrupted_shard(r, "supervisor exited while the worker ran");
-        r.state = job_state::queued;
-        if (changed) save(r);
-        resume.push_back(id);
-      }
+      if (feed(r, ev::recovered{shard_open(r)}).wants_slot) resume.push_back(id);
       jobs.emplace(id, std::move(entry));
     }
     std::sort(resume.begin(), resume.end(), [this](const std::string& a, const std::string& b) {
@@ -307,7 +284,8 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
         "job " + id + ": starting" +
             (j.record.checkpoint_step > 0 ? " from step " + std::to_string(j.record.checkpoint_step)
                                           : std::string()));
-    j.runner = std::make_unique<job_runner>(io, store, j.record, *j.spec, std::move(ro));
+    j.runner = std::make_unique<job_runner>(io, e, *options.launcher, store, j.record, *j.spec,
+                                            std::move(ro));
     ++running;
     j.runner->start();
   }
@@ -320,11 +298,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     j.runner.reset();
     --running;
     auto& r = j.record;
-    if (stopping && r.state == job_state::paused) {
-      // Paused only because we are going away: the next daemon must pick it up by itself.
-      r.state = job_state::queued;
-      r.diagnosis.clear();
-      save(r);
+    if (stopping && !feed(r, ev::requeued_for_restart{}).ignored) {
       log(log_level::info, "job " + id + ": stopped at checkpoint step " +
                                std::to_string(r.checkpoint_step) + "; queued for the next start");
     } else {
@@ -364,12 +338,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
       j.record = j.runner->record();
       j.runner.reset();  // kills the worker's group and descendants
       --running;
-      if (!is_terminal(j.record.state)) {
-        close_interrupted_shard(j.record, "killed: the baton daemon was forced to stop");
-        j.record.state = job_state::queued;
-        j.record.diagnosis.clear();
-        save(j.record);
-      }
+      feed(j.record, ev::requeued_for_restart{shard_open(j.record)});
     }
     finish(1);
   }
@@ -493,8 +462,9 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     auto created = store.create(*spec, protocol::planned_total_steps(*spec));
     if (!created) return error_response(500, "cannot create the job: " + created.error().message);
     const std::string id = created->id;
-    jobs.emplace(id, job_entry{std::move(*created), std::move(*spec), nullptr});
-    queue.push_back(id);
+    auto& entry =
+        jobs.emplace(id, job_entry{std::move(*created), std::move(*spec), nullptr}).first->second;
+    if (feed(entry.record, ev::submitted{}).wants_slot) queue.push_back(id);
     log(log_level::info, "job " + id + ": submitted by uid " + std::to_string(c.peer_uid));
     start_next();
     const auto& j = jobs.at(id);
@@ -538,7 +508,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   api_response on_call(const logs_call& c) {
     const auto* j = find(c.id);
     if (!j) return no_job(c.id);
-    auto chunk = read_log_chunk(store.log_path(c.id), c.offset);
+    auto chunk = read_log_chunk(e, store.log_path(c.id), c.offset);
     if (!chunk) return error_response(500, chunk.error().message);
     return {200,
             {{"id", c.id},
@@ -557,14 +527,10 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
       j->runner->cancel();
     } else {
       auto& r = j->record;
-      if (is_terminal(r.state)) {
+      if (feed(r, ev::cancel_requested{}).ignored) {
         return error_response(409,
                               "job '" + c.id + "' is already " + std::string(to_string(r.state)));
       }
-      queue.erase(std::remove(queue.begin(), queue.end(), c.id), queue.end());
-      r.state = job_state::cancelled;
-      r.diagnosis.clear();
-      save(r);
       log(log_level::info, "job " + c.id + ": cancelled before it ran again");
       publish_status();
     }
@@ -590,10 +556,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
       log(log_level::info, "job " + c.id + ": resumed at checkpoint step " +
                                std::to_string(r.checkpoint_step) +
                                (r.diagnosis.empty() ? "" : " (was paused: " + r.diagnosis + ")"));
-      r.state = job_state::queued;
-      r.diagnosis.clear();
-      save(r);
-      queue.push_back(c.id);
+      if (feed(r, ev::resume_requested{}).wants_slot) queue.push_back(c.id);
       start_next();
     }
     return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};

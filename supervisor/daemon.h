@@ -22,6 +22,7 @@
 #include "supervisor/daemon_settings.h"
 #include "supervisor/job_record.h"
 #include "supervisor/job_runner.h"
+#include "supervisor/process_launcher.h"
 
 namespace baton::supervisor {
 
@@ -42,6 +43,8 @@ struct daemon_options {
   // Resolved: state_dir and socket must be set (the serve command fills defaults).
   daemon_settings settings;
   std::filesystem::path worker_exe;  // the built-in worker; empty: jobs must set worker.command
+  // Starts the workers. Not owned; must outlive the daemon. Tests pass a fake.
+  process_launcher* launcher = &os_process_launcher();
   // Re-reads settings on SIGHUP (file plus command-line overrides). Empty: SIGHUP is logged only.
   std::function<result<daemon_settings>()> reload_settings;
   bool handle_signals = true;  // SIGTERM/SIGINT shut down (twice: at once), SIGHUP reloads
@@ -98,7 +101,7 @@ struct log_chunk {
   std::string data;
 };
 inline constexpr std::size_t max_log_chunk_bytes = 64 * 1024;
-result<log_chunk> read_log_chunk(const std::filesystem::path& file, std::uint64_t offset,
+result<log_chunk> read_log_chunk(env& e, const std::filesystem::path& file, std::uint64_t offset,
                                  std::size_t max_bytes = max_log_chunk_bytes);
 
 }  // namespace baton::supervisor

@@ -9,9 +9,10 @@ namespace baton::supervisor {
 
 namespace {
 
-constexpr std::array<std::pair<job_state, std::string_view>, 7> job_state_names{{
+constexpr std::array<std::pair<job_state, std::string_view>, 8> job_state_names{{
     {job_state::queued, "queued"},
     {job_state::running, "running"},
+    {job_state::waiting, "waiting"},
     {job_state::backoff, "backoff"},
     {job_state::completed, "completed"},
     {job_state::failed, "failed"},
@@ -19,9 +20,10 @@ constexpr std::array<std::pair<job_state, std::string_view>, 7> job_state_names{
     {job_state::paused, "paused"},
 }};
 
-constexpr std::array<std::pair<exit_cause, std::string_view>, 8> exit_cause_names{{
+constexpr std::array<std::pair<exit_cause, std::string_view>, 9> exit_cause_names{{
     {exit_cause::completed, "completed"},
     {exit_cause::memory_soft, "memory_soft"},
+    {exit_cause::memory_budget, "memory_budget"},
     {exit_cause::memory_hard, "memory_hard"},
     {exit_cause::crashed, "crashed"},
     {exit_cause::stalled, "stalled"},

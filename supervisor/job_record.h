@@ -16,12 +16,18 @@
 
 namespace baton::supervisor {
 
-enum class job_state { queued, running, backoff, completed, failed, cancelled, paused };
+// The states a user sees (`baton status`); the job machine (job_machine.h) decides them. A job
+// between two planned workers (a shard done, a memory recycle) is `waiting`; one waiting to
+// retry after a failure is in `backoff`.
+enum class job_state { queued, running, waiting, backoff, completed, failed, cancelled, paused };
 
 // Why a worker process ended. Memory recycles are planned work, not failures.
 enum class exit_cause {
   completed,    // finished its shard (or the job) and exited 0
   memory_soft,  // passed the soft limit, was asked to stop, checkpointed
+  // Reached the step or time budget learned from a hard-limit kill, was asked to stop,
+  // checkpointed. Records written before this cause existed call it memory_soft.
+  memory_budget,
   memory_hard,  // passed the hard limit, killed at once
   crashed,      // exited non-zero or died from a signal on its own
   stalled,      // sent nothing for stall_timeout and was killed as hung
@@ -63,17 +69,24 @@ struct shard_record {
 
 inline constexpr std::size_t max_rss_samples = 256;
 
-struct job_record {
+// The part of a job record that is the job machine's persisted state: only the machine's
+// transition() changes it (the runner and the daemon store what it returns), so there is one copy
+// of where a job stands and no mirror to keep in step.
+struct job_standing {
+  job_state state = job_state::queued;
+  std::string diagnosis;             // why it failed or paused
+  std::int64_t checkpoint_step = 0;  // newest verified checkpoint
+  int consecutive_failures = 0;      // reset when the checkpoint advances
+  friend bool operator==(const job_standing&, const job_standing&) = default;
+};
+
+struct job_record : job_standing {
   std::string id;
   std::string name;
-  job_state state = job_state::queued;
-  std::string diagnosis;  // why it failed or paused
   std::int64_t created_ms = 0;
   std::int64_t updated_ms = 0;
   std::int64_t total_steps = 0;
-  std::int64_t checkpoint_step = 0;  // newest verified checkpoint
-  std::string checkpoint_path;
-  int consecutive_failures = 0;  // reset when the checkpoint advances
+  std::string checkpoint_path;  // the file of checkpoint_step
   std::map<std::string, int> exits_by_cause;
   std::map<std::string, double> metrics;  // newest loss/accuracy/... reported
   std::vector<shard_record> shards;

@@ -5,9 +5,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
-#include <fstream>
 
-#include "os/process.h"
 #include "protocol/checkpoint.h"
 #include "protocol/checkpoint_folder.h"
 #include "protocol/checkpoint_store.h"
@@ -35,7 +33,52 @@ std::string shard_env_value(const protocol::shard_spec& s) { return std::to_stri
 // and waits this long for the pipe to drain before it moves on without it.
 constexpr std::chrono::milliseconds drain_timeout{2000};
 
+// The newest shard, if its worker died with an earlier supervisor and no exit was recorded.
+void close_interrupted_shard(job_record& r, const std::string& why) {
+  if (r.shards.empty() || r.shards.back().cause) return;
+  auto& s = r.shards.back();
+  s.cause = exit_cause::stopped;
+  s.detail = why;
+  s.ended_ms = std::max(s.started_ms, r.updated_ms);
+  s.end_step = std::max(s.end_step, r.checkpoint_step);
+  ++r.exits_by_cause[std::string(to_string(exit_cause::stopped))];
+}
+
+void append_line(env& e, const fs::path& file, std::string_view line) {
+  auto f = e.new_appendable_file(file);
+  if (!f) return;
+  std::string text(line);
+  text += '\n';
+  (void)(*f)->append(text);
+  (void)(*f)->close();
+}
+
 }  // namespace
+
+void append_job_log(env& e, const job_store& store, const std::string& id,
+                    const std::string& message) {
+  append_line(e, store.log_path(id), "[baton] " + message);
+}
+
+rest_outcome feed_job_at_rest(env& e, job_store& store, job_record& record, const event& ev) {
+  rest_outcome out;
+  // At rest nothing reads the worker settings: no worker, no timer can be asked for.
+  auto r = transition(record, job_runtime{}, ev, machine_settings{});
+  out.ignored = r.ignored;
+  static_cast<job_standing&>(record) = std::move(r.standing);
+  for (const auto& a : r.actions) {
+    if (const auto* c = std::get_if<act::close_interrupted_shard>(&a)) {
+      close_interrupted_shard(record, c->detail);
+    } else if (const auto* l = std::get_if<act::log_event>(&a)) {
+      append_job_log(e, store, record.id, l->message);
+    } else if (std::holds_alternative<act::persist>(a)) {
+      out.saved = store.save(record);
+    } else if (std::holds_alternative<act::request_slot>(a)) {
+      out.wants_slot = true;
+    }
+  }
+  return out;
+}
 
 status verify_reported_checkpoint(env& e, const fs::path& checkpoint_dir, const std::string& path,
                                   std::int64_t step, const std::string& digest) {
@@ -154,9 +197,11 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
 }
 
 struct job_runner::impl : std::enable_shared_from_this<impl> {
-  impl(asio::io_context& io_, job_store& store_, job_record record_, protocol::job_spec spec_,
-       runner_options options_)
+  impl(asio::io_context& io_, env& files_, process_launcher& launcher_, job_store& store_,
+       job_record record_, protocol::job_spec spec_, runner_options options_)
       : io(io_),
+        files(files_),
+        launcher(launcher_),
         store(store_),
         record(std::move(record_)),
         spec(std::move(spec_)),
@@ -168,26 +213,26 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         drain_timer(io_) {}
 
   asio::io_context& io;
+  env& files;
+  process_launcher& launcher;
   job_store& store;
-  job_record record;
+  job_record record;  // its job_standing is the machine's persisted state
   protocol::job_spec spec;
   runner_options options;
   machine_settings settings;
-  shard_state machine;
+  job_runtime runtime;  // the machine's in-memory state
   live_status live;
 
-  // All file access of the runner; the seam a test or a later restructuring can replace.
-  env& files = env::default_env();
   fs::path staging_dir;  // of the current worker; empty when none was created
 
-  std::unique_ptr<os::process> worker;
+  std::unique_ptr<worker_process> worker;
   std::uint64_t worker_gen = 0;  // handlers of an older worker see a newer generation and return
   bool stdout_done = false;
   std::optional<os::exit_status> exit_status;
   std::optional<protocol::done_msg> last_done;
   std::vector<rss_sample> samples;  // full resolution, this worker only
 
-  // One per timer_kind (stall, grace, backoff, budget); generations make cancelled waits
+  // One per timer_kind (stall, grace, restart, budget); generations make cancelled waits
   // harmless.
   asio::steady_timer timers[4];
   std::uint64_t timer_gen[4] = {0, 0, 0, 0};
@@ -202,8 +247,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
 
   void log_event(const std::string& message) {
     if (options.on_event) options.on_event(message);
-    std::ofstream out(store.log_path(record.id), std::ios::app);
-    out << "[baton] " << message << '\n';
+    append_job_log(files, store, record.id, message);
   }
 
   void changed() {
@@ -218,9 +262,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     while (!pending.empty()) {
       event next = std::move(pending.front());
       pending.pop_front();
-      auto r = transition(machine, next, settings);
-      machine = std::move(r.state);
-      sync_record();
+      auto r = transition(record, runtime, next, settings);
+      static_cast<job_standing&>(record) = std::move(r.standing);
+      runtime = std::move(r.runtime);
       for (const auto& a : r.actions) apply(a);
     }
     dispatching = false;
@@ -228,20 +272,18 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     check_rest();
   }
 
-  void sync_record() {
-    const auto state = public_state(machine.phase);
-    record.state = state;
-    record.consecutive_failures = machine.failures;
-    if (state == job_state::failed || state == job_state::paused) {
-      record.diagnosis = machine.diagnosis;
-    } else if (state != job_state::backoff) {
-      record.diagnosis.clear();
-    }
+  // One event outside the queue, for the runner's own use inside an action (see
+  // choose_resume_checkpoint). Its transition must ask for no action.
+  void feed_now(const event& e) {
+    auto r = transition(record, runtime, e, settings);
+    static_cast<job_standing&>(record) = std::move(r.standing);
+    runtime = std::move(r.runtime);
+    for (const auto& a : r.actions) apply(a);
   }
 
   void check_rest() {
     const bool rest =
-        (is_terminal(machine.phase) || machine.phase == shard_phase::paused) && worker == nullptr;
+        (is_terminal(record.state) || record.state == job_state::paused) && worker == nullptr;
     if (rest && !rest_reported) {
       rest_reported = true;
       rss_timer.cancel();
@@ -280,8 +322,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
             case timer_kind::grace:
               self->post_event(ev::grace_elapsed{});
               break;
-            case timer_kind::backoff:
-              self->post_event(ev::backoff_elapsed{});
+            case timer_kind::restart:
+              self->post_event(ev::restart_due{});
               break;
             case timer_kind::budget:
               self->post_event(ev::budget_elapsed{});
@@ -315,17 +357,22 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
               std::to_string(record.checkpoint_step));
   }
 
-  void apply_one(const act::mark_completed&) { log_event("job completed"); }
-  void apply_one(const act::mark_failed& x) { log_event("job failed: " + x.diagnosis); }
-  void apply_one(const act::mark_cancelled&) { log_event("job cancelled"); }
-  void apply_one(const act::mark_paused& x) { log_event("job paused: " + x.reason); }
+  void apply_one(const act::close_interrupted_shard& x) {
+    close_interrupted_shard(record, x.detail);
+  }
+  void apply_one(const act::log_event& x) { log_event(x.message); }
+  // The runner holds its slot already: a job queued again (a resume) starts at once.
+  void apply_one(const act::request_slot&) {
+    rest_reported = false;
+    post_event(ev::start_requested{});
+  }
 
   void apply_one(const act::persist&) {
     if (auto s = store.save(record); !s) {
       log_event("cannot save the job record: " + s.error().message);
       if (!persist_failed) {
         persist_failed = true;
-        post_event(ev::disk_full{s.error().message});
+        post_event(ev::save_failed{s.error().message});
       }
       return;
     }
@@ -334,21 +381,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
 
   void kill_worker_tree() {
     if (!worker) return;
-    if (auto s = worker->signal_group(os::group_signal::kill); !s) {
-      log_event("kill: " + s.error().message);
-    }
-    // Descendants that left the group (setsid, double fork) are found through the tree.
-    (void)os::kill_descendants(worker->pid());
-    // A double fork leaves no trace in the tree: the escapee was re-parented to us (subreaper)
-    // before any kill. It still carries this job's environment.
-    (void)os::kill_orphans_with_env("BATON_JOB_DIR", store.job_dir(record.id).string());
+    if (auto s = worker->kill_tree(); !s) log_event("kill: " + s.error().message);
   }
 
   void spawn(std::optional<std::int64_t> max_steps) {
-    // Escapees killed after earlier workers were re-parented to us (subreaper); collect their
-    // exit status so a long-running supervisor does not accumulate zombies. Never touches a
-    // process that spawn() started: those belong to their `process` objects.
-    (void)os::reap_orphans();
     choose_resume_checkpoint();
     const auto staging_error = prepare_staging_dir();
     const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
@@ -366,8 +402,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
     o.stderr_log = store.log_path(record.id);
-    auto p =
-        staging_error ? result<std::unique_ptr<os::process>>(*staging_error) : os::spawn(io, o);
+    auto p = staging_error ? result<std::unique_ptr<worker_process>>(*staging_error)
+                           : launcher.spawn(io, o);
     if (!p) {
       remove_staging_dir();
       shard.cause = exit_cause::spawn_failed;
@@ -426,9 +462,13 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       return;
     }
     for (const auto& why : v->rejected) log_event("skipped checkpoint " + why);
-    record.checkpoint_step = v->path ? v->step : 0;
-    record.checkpoint_path = v->path ? v->path->string() : std::string();
-    machine.checkpoint_step = record.checkpoint_step;
+    // Fed at once, not queued: the invocation built next must see the machine's answer. Safe
+    // because spawn_worker is the last action of every transition that asks for it.
+    const auto step = v->path ? v->step : 0;
+    feed_now(ev::resume_point{step});
+    if (record.checkpoint_step == step) {
+      record.checkpoint_path = v->path ? v->path->string() : std::string();
+    }
   }
 
   // An empty BATON_STAGING_DIR for the next worker; an error means the spawn must not happen.
@@ -462,8 +502,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     if (!parsed.text.empty()) {
       // Not protocol: external trainers print logs and progress bars on stdout too. Keep them
       // in the job's log, before the message that followed them on the line.
-      std::ofstream out(store.log_path(record.id), std::ios::app);
-      out << parsed.text << '\n';
+      append_line(files, store.log_path(record.id), parsed.text);
     }
     if (parsed.message) std::visit([this](const auto& m) { on_message(m); }, *parsed.message);
   }
@@ -471,7 +510,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   void on_message(const protocol::hello_msg& m) {
     if (auto s = protocol::check_protocol(m); !s) {
       log_event("worker refused: " + s.error().message);
-      post_event(ev::checkpoint_invalid{s.error().message});
+      post_event(ev::protocol_violation{s.error().message});
       return;
     }
     post_event(ev::hello{});
@@ -500,11 +539,12 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     const auto dir = store.checkpoint_dir(record.id);
     if (auto s = verify_reported_checkpoint(files, dir, m.path, m.step, *m.digest); !s) {
       log_event("rejected checkpoint: " + s.error().message);
-      post_event(ev::checkpoint_invalid{s.error().message});
+      post_event(ev::checkpoint_rejected{s.error().message});
       return;
     }
+    // The step itself is the machine's (checkpoint_verified); the file and the shard's end go
+    // with it.
     if (m.step >= record.checkpoint_step) {
-      record.checkpoint_step = m.step;
       record.checkpoint_path = fs::path(m.path).lexically_normal().string();
       if (!record.shards.empty()) record.shards.back().end_step = m.step;
     }
@@ -517,7 +557,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     const auto dir = store.checkpoint_dir(record.id);
     const auto reject = [&](const error& why) {
       log_event("rejected checkpoint: " + m.path + ": " + why.message);
-      post_event(ev::checkpoint_invalid{m.path + ": " + why.message});
+      post_event(ev::checkpoint_rejected{m.path + ": " + why.message});
     };
     if (staging_dir.empty()) return reject(make_error("this worker has no staging folder"));
     if (auto s =
@@ -528,7 +568,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     auto sealed = protocol::seal_checkpoint_folder(files, fs::path(m.path).lexically_normal(), dir,
                                                    record.id, m.step);
     if (!sealed) return reject(sealed.error());
-    record.checkpoint_step = m.step;
+    // The step itself is the machine's (checkpoint_verified below).
     record.checkpoint_path = sealed->path.string();
     if (!record.shards.empty()) record.shards.back().end_step = m.step;
     protocol::checkpoint_store cs(files, dir, spec.checkpoints.keep);
@@ -608,9 +648,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 };
 
-job_runner::job_runner(asio::io_context& io, job_store& store, job_record record,
-                       protocol::job_spec spec, runner_options options)
-    : impl_(std::make_shared<impl>(io, store, std::move(record), std::move(spec),
+job_runner::job_runner(asio::io_context& io, env& e, process_launcher& launcher, job_store& store,
+                       job_record record, protocol::job_spec spec, runner_options options)
+    : impl_(std::make_shared<impl>(io, e, launcher, store, std::move(record), std::move(spec),
                                    std::move(options))) {}
 
 job_runner::~job_runner() {
@@ -622,72 +662,45 @@ job_runner::~job_runner() {
 }
 
 void job_runner::start() {
-  auto& r = impl_->record;
+  auto& m = *impl_;
+  auto& r = m.record;
   // The record may lag the disk (a supervisor killed between a checkpoint and its record):
   // the newest checkpoint that verifies is the truth.
   // (Each spawn verifies again and may step back; this only keeps a resting job's record true.)
-  const auto ckpt_dir = impl_->store.checkpoint_dir(r.id);
-  protocol::checkpoint_store cs(impl_->files, ckpt_dir, impl_->spec.checkpoints.keep);
+  const auto ckpt_dir = m.store.checkpoint_dir(r.id);
+  protocol::checkpoint_store cs(m.files, ckpt_dir, m.spec.checkpoints.keep);
   if (auto newest = cs.newest_verified(); newest && newest->path) {
-    if (newest->step > r.checkpoint_step) {
-      r.checkpoint_step = newest->step;
-      r.checkpoint_path = newest->path->string();
-    }
+    const auto before = r.checkpoint_step;
+    m.post_event(ev::checkpoint_found{newest->step});
+    if (r.checkpoint_step != before) r.checkpoint_path = newest->path->string();
   } else if (!newest) {
-    impl_->log_event(newest.error().message);
+    m.log_event(newest.error().message);
   }
   // Staging folders are a dead worker's leftovers: no worker of this job runs yet.
-  if (impl_->files.file_exists(ckpt_dir)) {
-    if (auto names = impl_->files.list_dir(ckpt_dir)) {
+  if (m.files.file_exists(ckpt_dir)) {
+    if (auto names = m.files.list_dir(ckpt_dir)) {
       for (const auto& n : *names) {
         if (n.rfind(".staging-", 0) != 0) continue;
-        if (auto s = impl_->files.remove_dir_all(ckpt_dir / n); !s) {
-          impl_->log_event("cannot remove a stale staging folder: " + s.error().message);
+        if (auto s = m.files.remove_dir_all(ckpt_dir / n); !s) {
+          m.log_event("cannot remove a stale staging folder: " + s.error().message);
         }
       }
     }
   }
-  auto& m = impl_->machine;
-  m.checkpoint_step = r.checkpoint_step;
-  m.failures = r.consecutive_failures;
-  m.failure_step = r.checkpoint_step;
-  impl_->live.step = r.checkpoint_step;
-  impl_->live.total_steps = r.total_steps;
-  if (is_terminal(r.state)) {
-    m.phase = r.state == job_state::completed   ? shard_phase::completed
-              : r.state == job_state::cancelled ? shard_phase::cancelled
-                                                : shard_phase::failed;
-    m.diagnosis = r.diagnosis;
-    impl_->check_rest();
-    return;
-  }
-  if (r.state == job_state::paused) {
-    m.phase = shard_phase::paused;
-    m.diagnosis = r.diagnosis;
-    impl_->check_rest();
-    return;
-  }
-  m.phase = shard_phase::queued;
-  impl_->post_event(ev::start_requested{});
+  m.live.step = r.checkpoint_step;
+  m.live.total_steps = r.total_steps;
+  m.post_event(ev::start_requested{});
 }
 
 void job_runner::cancel() { impl_->post_event(ev::cancel_requested{}); }
-
 void job_runner::pause(std::string reason) {
-  impl_->post_event(ev::pause_requested{});
-  if (!reason.empty()) impl_->machine.diagnosis = std::move(reason);
+  impl_->post_event(ev::pause_requested{std::move(reason)});
 }
-
-void job_runner::resume() {
-  if (impl_->machine.phase != shard_phase::paused) return;
-  impl_->rest_reported = false;
-  impl_->post_event(ev::resume_requested{});
-  impl_->post_event(ev::start_requested{});
-}
+void job_runner::resume() { impl_->post_event(ev::resume_requested{}); }
 
 bool job_runner::at_rest() const { return impl_->rest_reported; }
 const job_record& job_runner::record() const { return impl_->record; }
 const live_status& job_runner::live() const { return impl_->live; }
-shard_phase job_runner::phase() const { return impl_->machine.phase; }
+const job_runtime& job_runner::runtime() const { return impl_->runtime; }
 
 }  // namespace baton::supervisor

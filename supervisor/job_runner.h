@@ -1,9 +1,11 @@
-// A job runner drives one job through its shards: it starts a fresh worker process per shard,
-// reads the worker's protocol lines, verifies every checkpoint it reports, samples the memory of
-// the worker's whole process tree, and feeds all of it to the pure shard state machine
-// (shard_machine.h), carrying out the actions it returns. The runner owns the live job record and
-// persists it through the job store; the caller owns the io_context, the store and the runner,
-// and calls every method on the io_context's thread.
+// A job runner drives one job through its shards: it starts a fresh worker process per shard
+// (through a process_launcher), reads the worker's protocol lines, verifies every checkpoint it
+// reports, samples the memory of the worker's whole process tree, and feeds all of it to the pure
+// job state machine (job_machine.h), carrying out the actions it returns. The runner owns the live
+// job record, whose standing is the machine's persisted state, and persists it through the job
+// store; every file it touches (checkpoints, the job's log) goes through the env it is given. The
+// caller owns the io_context, the env, the launcher, the store and the runner, and calls every
+// method on the io_context's thread.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +16,12 @@
 #include <optional>
 #include <string>
 
+#include "os/env.h"
 #include "protocol/job_spec.h"
+#include "supervisor/job_machine.h"
 #include "supervisor/job_record.h"
 #include "supervisor/job_store.h"
-#include "supervisor/shard_machine.h"
+#include "supervisor/process_launcher.h"
 
 namespace boost::asio {
 class io_context;
@@ -51,14 +55,15 @@ struct runner_options {
 
 class job_runner {
  public:
-  job_runner(boost::asio::io_context& io, job_store& store, job_record record,
-             protocol::job_spec spec, runner_options options);
+  job_runner(boost::asio::io_context& io, env& e, process_launcher& launcher, job_store& store,
+             job_record record, protocol::job_spec spec, runner_options options);
   ~job_runner();  // kills a worker that still runs (its group and descendants)
   job_runner(const job_runner&) = delete;
   job_runner& operator=(const job_runner&) = delete;
 
-  // Starts (or resumes after a supervisor restart) a queued, running or backoff job. A paused
-  // job waits for resume(); a terminal one is at rest at once.
+  // Starts a queued job, from the newest checkpoint that verifies. A paused job waits for
+  // resume(); a terminal one is at rest at once. A record left running by a dead supervisor is
+  // recovered first (feed_job_at_rest with ev::recovered).
   void start();
   void cancel();
   // Asks the worker to checkpoint and stop; the job rests in `paused` and resumes with resume().
@@ -68,7 +73,7 @@ class job_runner {
   bool at_rest() const;
   const job_record& record() const;
   const live_status& live() const;
-  shard_phase phase() const;
+  const job_runtime& runtime() const;
 
  private:
   struct impl;
@@ -93,9 +98,22 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
                                          const std::filesystem::path& worker_exe,
                                          std::optional<std::int64_t> max_steps = std::nullopt);
 
-}  // namespace baton::supervisor
+// A job with no runner (the daemon's queued, paused and finished jobs; `baton run`'s record
+// before its runner starts) has no worker and no timers: feeds it one event and carries out what
+// the machine can ask of it then (persist, close_interrupted_shard, log_event). `wants_slot` says
+// it asked for a worker slot (request_slot), which only the caller can give; `saved` is the
+// result of a persist (fine if there was none).
+struct rest_outcome {
+  bool ignored = false;
+  bool wants_slot = false;
+  status saved;
+};
+rest_outcome feed_job_at_rest(env& e, job_store& store, job_record& record, const event& ev);
 
-namespace baton::supervisor {
+// Appends "[baton] <message>" to the job's log through `e`. Best effort: a log line that cannot be
+// written must not stop the job.
+void append_job_log(env& e, const job_store& store, const std::string& id,
+                    const std::string& message);
 
 // Checks a checkpoint a worker reported before the job counts it: the path must name a file
 // directly inside the job's checkpoint folder, and the file must decode and verify, with the

@@ -124,10 +124,9 @@ result<job_record> job_store::create(const protocol::job_spec& spec, std::int64_
       !s) {
     return s.error();
   }
-  job_record r;
+  job_record r;  // queued: the job machine's first state
   r.id = chosen;
   r.name = spec.name;
-  r.state = job_state::queued;
   r.created_ms = r.updated_ms = unix_ms_now();
   r.total_steps = total_steps;
   if (auto s = save(r); !s) return s.error();

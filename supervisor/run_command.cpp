@@ -14,6 +14,7 @@
 #include "protocol/job_spec.h"
 #include "supervisor/job_runner.h"
 #include "supervisor/job_store.h"
+#include "supervisor/process_launcher.h"
 #include "supervisor/run_report.h"
 
 namespace baton {
@@ -33,17 +34,7 @@ fs::path find_worker_executable(env& e) {
   return {};
 }
 
-namespace {
-
-struct run_options {
-  std::string config;
-  std::string state_dir;
-  std::string worker;
-  bool json = false;
-  bool fresh = false;
-};
-
-int run_job(const run_options& o, cli_context& ctx) {
+int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) {
   auto& e = ctx.environment;
   auto spec = protocol::load_job_spec(e, o.config);
   if (!spec) {
@@ -95,7 +86,14 @@ int run_job(const run_options& o, cli_context& ctx) {
     }
     for (const auto& why : loaded->rejected) ctx.err << "warning: " << why << "\n";
     record = std::move(loaded->record);
-    if (record.state == job_state::paused) record.state = job_state::queued;
+    // A run killed outright left its job running with an open shard: queued again, the shard
+    // closed. A paused one (Ctrl-C) resumes: running the command again is the request.
+    const bool open = !record.shards.empty() && !record.shards.back().cause;
+    for (const event& ev : {event{ev::recovered{open}}, event{ev::resume_requested{}}}) {
+      if (auto out = feed_job_at_rest(e, store, record, ev); !out.saved) {
+        ctx.err << "warning: " << out.saved.error().message << "\n";
+      }
+    }
     if (is_terminal(record.state) && !o.json) {
       ctx.err << "job " << id << " already " << to_string(record.state) << " in "
               << store.state_dir().string() << "; add --fresh to run it again\n";
@@ -113,7 +111,9 @@ int run_job(const run_options& o, cli_context& ctx) {
   }
 
   asio::io_context io;
-  if (auto s = os::become_subreaper(); !s) ctx.err << "warning: " << s.error().message << "\n";
+  if (o.become_subreaper) {
+    if (auto s = os::become_subreaper(); !s) ctx.err << "warning: " << s.error().message << "\n";
+  }
   const bool tty = !o.json && os::stdout_is_terminal();
   const auto started = std::chrono::steady_clock::now();
   const std::int64_t start_step = record.checkpoint_step;
@@ -150,7 +150,7 @@ int run_job(const run_options& o, cli_context& ctx) {
     if (tty) ctx.out << "\r\033[K";
     ctx.out << m << "\n" << std::flush;
   };
-  runner = std::make_unique<job_runner>(io, store, std::move(record), *spec, ro);
+  runner = std::make_unique<job_runner>(io, e, launcher, store, std::move(record), *spec, ro);
 
   // First Ctrl-C: checkpoint and stop (the job rests as paused; run again to resume).
   // Second: stop at once; the newest checkpoint is kept either way.
@@ -188,14 +188,13 @@ int run_job(const run_options& o, cli_context& ctx) {
     case job_state::paused:
     case job_state::queued:
     case job_state::running:
+    case job_state::waiting:
     case job_state::backoff:
       return 130;  // interrupted: run the same command again to resume
     default:
       return exit_failure;
   }
 }
-
-}  // namespace
 
 void add_run_command(CLI::App& app, cli_context& ctx) {
   auto opts = std::make_shared<run_options>();
@@ -208,7 +207,8 @@ void add_run_command(CLI::App& app, cli_context& ctx) {
   cmd->add_option("--worker", opts->worker, "The baton-worker executable to run shards with");
   cmd->add_flag("--json", opts->json, "Print the summary as one JSON object, no progress");
   cmd->add_flag("--fresh", opts->fresh, "Discard this job's saved state and start over");
-  cmd->callback([opts, &ctx] { ctx.exit_code = run_job(*opts, ctx); });
+  cmd->callback(
+      [opts, &ctx] { ctx.exit_code = run_job(*opts, ctx, supervisor::os_process_launcher()); });
 }
 
 }  // namespace baton

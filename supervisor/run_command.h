@@ -4,12 +4,30 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "supervisor/cli.h"
 
 namespace baton {
 
+namespace supervisor {
+class process_launcher;
+}
+
 void add_run_command(CLI::App& app, cli_context& ctx);
+
+struct run_options {
+  std::string config;
+  std::string state_dir;
+  std::string worker;
+  bool json = false;
+  bool fresh = false;
+  bool become_subreaper = true;  // off in tests, whose process must stay as it is
+};
+
+// `baton run` itself: returns its exit code (0 completed, 130 interrupted, 1 failed, 2 invalid).
+// The workers start through `launcher` (tests pass a fake).
+int run_job(const run_options& o, cli_context& ctx, supervisor::process_launcher& launcher);
 
 // The built-in worker: $BATON_WORKER, else baton-worker next to this executable, else the build
 // tree's worker/baton-worker beside supervisor/. Empty when none exists.

@@ -94,6 +94,13 @@ class posix_env final : public env {
     return std::unique_ptr<writable_file>(new posix_writable_file(path, fd));
   }
 
+  result<std::unique_ptr<writable_file>> new_appendable_file(
+      const std::filesystem::path& path) override {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return errno_error("open", path, errno);
+    return std::unique_ptr<writable_file>(new posix_writable_file(path, fd));
+  }
+
   result<std::string> read_file(const std::filesystem::path& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno_error("open", path, errno);

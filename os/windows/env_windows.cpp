@@ -17,15 +17,19 @@ using os::win::utf8;
 
 class windows_writable_file final : public writable_file {
  public:
-  windows_writable_file(std::filesystem::path path, unique_handle h)
-      : path_(std::move(path)), h_(std::move(h)) {}
+  windows_writable_file(std::filesystem::path path, unique_handle h, bool at_end = false)
+      : path_(std::move(path)), h_(std::move(h)), at_end_(at_end) {}
 
   status append(std::string_view data) override {
     while (!data.empty()) {
       // WriteFile takes a DWORD count: feed huge buffers in pieces.
       const DWORD chunk = static_cast<DWORD>(std::min<std::size_t>(data.size(), 1u << 30));
       DWORD written = 0;
-      if (!::WriteFile(h_.get(), data.data(), chunk, &written, nullptr)) {
+      // Offset 0xFFFFFFFF:0xFFFFFFFF writes at the end of the file as FILE_APPEND_DATA would,
+      // while the handle keeps GENERIC_WRITE, which FlushFileBuffers needs.
+      OVERLAPPED end{};
+      end.Offset = end.OffsetHigh = 0xFFFFFFFF;
+      if (!::WriteFile(h_.get(), data.data(), chunk, &written, at_end_ ? &end : nullptr)) {
         return os_error("write " + utf8(path_));
       }
       data.remove_prefix(written);
@@ -47,6 +51,7 @@ class windows_writable_file final : public writable_file {
  private:
   std::filesystem::path path_;
   unique_handle h_;
+  bool at_end_ = false;
 };
 
 class windows_readable_file final : public readable_file {
@@ -105,6 +110,15 @@ class windows_env final : public env {
                                   nullptr, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr));
     if (!h) return os_error("open " + utf8(path));
     return std::unique_ptr<writable_file>(new windows_writable_file(path, std::move(h)));
+  }
+
+  result<std::unique_ptr<writable_file>> new_appendable_file(
+      const std::filesystem::path& path) override {
+    unique_handle h(::CreateFileW(path.c_str(), GENERIC_WRITE,
+                                  FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                                  OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr));
+    if (!h) return os_error("open " + utf8(path));
+    return std::unique_ptr<writable_file>(new windows_writable_file(path, std::move(h), true));
   }
 
   result<std::string> read_file(const std::filesystem::path& path) override {

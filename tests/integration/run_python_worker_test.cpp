@@ -94,7 +94,8 @@ TEST_CASE("recycled and hard-killed runs end with the weights of an undisturbed 
   // Samples lag a fast leak, so the first lesson may be a little long and take a second kill.
   CHECK(hard_run.summary["restarts_by_cause"].value("memory_hard", 0) >= 1);
   CHECK(hard_run.summary["restarts_by_cause"].value("memory_hard", 0) <= 3);
-  CHECK(hard_run.summary["restarts_by_cause"].value("memory_soft", 0) >= 1);
+  // Later workers stop at the budget the kill taught, before the limit.
+  CHECK(hard_run.summary["restarts_by_cause"].value("memory_budget", 0) >= 1);
   const auto& killed = hard_run.summary["shards"][0];
   CHECK(killed["exit_cause"] == "memory_hard");
   CHECK(final_weights(hard_run.summary) == final_weights(calm_run.summary));

@@ -1,3 +1,8 @@
+// The daemon's decisions (FIFO slots, cancel, pause and resume, shutdown and forced stop,
+// recovery after a restart, reload, crash loops) on a mem_env state directory with fake workers
+// (support/fake_launcher.h): no process is started and no job file touches the disk. Only the
+// control socket is real (the server is part of start()). The same cases with real Python
+// workers are in tests/integration/daemon_python_worker_test.cpp.
 #include "supervisor/daemon.h"
 
 #include <boost/asio/io_context.hpp>
@@ -10,9 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "os/env.h"
+#include "os/mem_env.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_store.h"
+#include "support/fake_launcher.h"
 #include "support/test_paths.h"
 
 using namespace baton::supervisor;
@@ -23,37 +29,35 @@ using namespace std::chrono_literals;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  return baton::test::fresh_scratch_dir("baton-daemon-test-" + name);
-}
+const fs::path base = "/mem";
+const fs::path state_dir = "/mem/state";
 
-std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
-
-// A job for the example Python worker: `epochs` epochs of 8 steps each, one shard per
-// `shard_epochs`. Small enough to finish in about a second.
+// 512 samples in batches of 64: 8 steps per epoch; one shard per `shard_epochs`.
 json job_doc(const std::string& name, int epochs, int shard_epochs = 1) {
-  return {
-      {"name", name},
-      {"data", {{"type", "synthetic"}, {"samples", 512}, {"features", 8}, {"seed", 3}}},
-      {"model", {{"layers", {{{"units", 1}, {"activation", "sigmoid"}}}}}},
-      {"training",
-       {{"optimizer", {{"type", "sgd"}, {"learning_rate", 0.5}}},
-        {"batch_size", 64},
-        {"epochs", epochs}}},
-      {"shard", {{"epochs", shard_epochs}}},
-      {"memory", {{"poll_ms", 10}}},
-      {"worker",
-       {{"command",
-         {python(), std::string(BATON_SOURCE_DIR) + "/configs/examples/python-worker/train.py"}}}}};
+  return {{"name", name},
+          {"data", {{"type", "synthetic"}, {"samples", 512}, {"features", 8}, {"seed", 3}}},
+          {"model", {{"layers", {{{"units", 1}, {"activation", "sigmoid"}}}}}},
+          {"training",
+           {{"optimizer", {{"type", "sgd"}, {"learning_rate", 0.5}}},
+            {"batch_size", 64},
+            {"epochs", epochs}}},
+          {"shard", {{"epochs", shard_epochs}}},
+          {"memory", {{"poll_ms", 10}}},
+          {"worker", {{"command", {"fake-trainer"}}}}};
 }
 
 struct fixture {
-  explicit fixture(const std::string& name, int max_workers = 1) : dir(scratch(name)) {
-    options.settings.state_dir = dir / "state";
+  explicit fixture(const std::string& name, int max_workers = 1)
+      : dir(baton::test::fresh_scratch_dir("baton-daemon-test-" + name)) {
+    REQUIRE(files.create_dirs(base));
+    trainer.files = &files;
+    launcher.script = trainer.script();
+    options.settings.state_dir = state_dir;
     options.settings.socket = dir / "s.sock";
     options.settings.max_workers = max_workers;
     options.handle_signals = false;
     options.become_subreaper = false;
+    options.launcher = &launcher;
     options.hooks.log = [this](log_level, const std::string& m) { log += m + "\n"; };
     options.hooks.on_stopped = [this](int code) {
       stopped_code = code;
@@ -61,8 +65,15 @@ struct fixture {
     };
   }
 
+  // How the workers started from now on behave: `hang_after` steps into a shard they stop
+  // stepping, and only a stop or a kill ends them (0: they run their shard out).
+  void train(std::int64_t hang_after) {
+    trainer.hang_after = hang_after;
+    launcher.script = trainer.script();
+  }
+
   void start() {
-    d = std::make_unique<baton::supervisor::daemon>(io, baton::env::default_env(), options);
+    d = std::make_unique<baton::supervisor::daemon>(io, files, options);
     REQUIRE(d->start());
   }
 
@@ -75,14 +86,14 @@ struct fixture {
   }
 
   std::string submit(const json& doc) {
-    auto r = call(submit_call{doc, dir.string(), 0});
+    auto r = call(submit_call{doc, base.string(), 0});
     INFO(r.body.dump());
     REQUIRE(r.status == 201);
     return r.body.at("id").get<std::string>();
   }
 
-  // Runs the io_context until `done` holds (checked every 20 ms) or the deadline passes.
-  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 20s) {
+  // Runs the io_context until `done` holds (checked every 5 ms) or the deadline passes.
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     asio::steady_timer t(io);
     bool ok = false;
@@ -96,7 +107,7 @@ struct fixture {
         io.stop();
         return;
       }
-      t.expires_after(20ms);
+      t.expires_after(5ms);
       t.async_wait([&](const boost::system::error_code& ec) {
         if (!ec) check();
       });
@@ -110,7 +121,34 @@ struct fixture {
 
   std::string state(const std::string& id) { return status(id).at("state").get<std::string>(); }
 
+  job_store store() { return job_store(files, state_dir); }
+
+  // A job record written straight into the state directory, as an earlier daemon left it.
+  std::string make(const std::string& name, job_state st, std::int64_t created, int epochs = 1,
+                   bool open_shard = false) {
+    auto s = store();
+    REQUIRE(s.open());
+    auto spec = baton::protocol::parse_job_spec(job_doc(name, epochs).dump(), base);
+    REQUIRE(spec);
+    auto r = s.create(*spec, 8 * epochs);
+    REQUIRE(r);
+    r->state = st;
+    r->created_ms = created;
+    if (st == job_state::paused) r->diagnosis = "paused: disk full: No space left on device";
+    if (open_shard) {
+      shard_record sh;
+      sh.pid = 999999;
+      sh.started_ms = created;
+      r->shards.push_back(sh);
+    }
+    REQUIRE(s.save(*r));
+    return r->id;
+  }
+
   fs::path dir;
+  baton::mem_env files;
+  baton::test::fake_launcher launcher;
+  baton::test::fake_trainer trainer;
   asio::io_context io;
   daemon_options options;
   std::unique_ptr<baton::supervisor::daemon> d;
@@ -126,22 +164,22 @@ TEST_CASE("submit validates the spec and answers every error line", "[unit][daem
   auto doc = job_doc("bad", 1);
   doc["training"]["batch_size"] = -3;
   doc["shard"] = {{"epochs", 1}, {"stepz", 2}};
-  auto r = f.call(submit_call{doc, f.dir.string(), 0});
+  auto r = f.call(submit_call{doc, base.string(), 0});
   CHECK(r.status == 400);
   CHECK_THAT(r.body.at("error").get<std::string>(), Catch::Contains("training.batch_size"));
   REQUIRE(r.body.at("errors").size() >= 2);
 
   auto missing = job_doc("csv", 1);
   missing["data"] = {{"type", "csv"}, {"path", "nope.csv"}};
-  r = f.call(submit_call{missing, f.dir.string(), 0});
+  r = f.call(submit_call{missing, base.string(), 0});
   CHECK(r.status == 400);
   CHECK_THAT(r.body.at("error").get<std::string>(),
-             Catch::Contains("data.path: file not found: " + (f.dir / "nope.csv").string()));
+             Catch::Contains("data.path: file not found: " + (base / "nope.csv").string()));
 
   // Without a built-in worker, a job must bring its own command.
   auto builtin = job_doc("builtin", 1);
   builtin.erase("worker");
-  r = f.call(submit_call{builtin, f.dir.string(), 0});
+  r = f.call(submit_call{builtin, base.string(), 0});
   CHECK(r.status == 400);
   CHECK_THAT(r.body.at("error").get<std::string>(), Catch::Contains("worker.command: required"));
 
@@ -158,13 +196,14 @@ TEST_CASE("submit validates the spec and answers every error line", "[unit][daem
   CHECK(health.body.at("status") == "ok");
   CHECK(health.body.at("running") == 1);
   CHECK(health.body.at("queued") == 1);
+  CHECK(f.launcher.workers.size() == 1);  // one slot: only ok-1 has a worker
 }
 
 TEST_CASE("jobs run FIFO within max_workers and complete", "[unit][daemon]") {
   fixture f("fifo", 1);
   f.start();
   const auto a = f.submit(job_doc("a", 2));
-  const auto b = f.submit(job_doc("b", 2));
+  const auto b = f.submit(job_doc("b", 1));
   CHECK(f.d->running_count() == 1);
   CHECK(f.d->queued_ids() == std::vector<std::string>{b});
   CHECK(f.state(a) == "running");
@@ -173,20 +212,27 @@ TEST_CASE("jobs run FIFO within max_workers and complete", "[unit][daemon]") {
   CHECK(sb.at("queue_position") == 1);
   CHECK(sb.at("live").is_null());
 
+  // Between a's two shards the job waits out the 1 s floor between spawns: `waiting`.
+  REQUIRE(f.run_until([&] { return f.state(a) == "waiting"; }));
+  CHECK(f.d->running_count() == 1);  // the slot stays a's
   REQUIRE(f.run_until([&] { return f.state(a) == "completed" && f.state(b) == "completed"; }));
   const auto ra = f.status(a);
   const auto rb = f.status(b);
   CHECK(ra.at("checkpoint_step") == 16);
   CHECK(ra.at("shards").size() == 2);  // one shard per epoch
-  // b's first worker started only after a's last one ended.
+  CHECK(ra.at("exits_by_cause") == json{{"completed", 2}});
   CHECK(rb["shards"][0]["started_ms"].get<std::int64_t>() >=
         ra["shards"].back()["ended_ms"].get<std::int64_t>());
   CHECK(ra.at("peak_rss_bytes").get<std::int64_t>() > 0);
+  REQUIRE(f.launcher.workers.size() == 3);
+  // b's worker resumed nothing; a's second one resumed at a's first checkpoint.
+  CHECK(f.launcher.workers[1]->env("BATON_START_STEP") == "8");
+  CHECK(f.launcher.workers[2]->env("BATON_JOB_ID") == b);
 
-  // The log pages through the worker's stderr and the supervisor's events.
+  // The log pages through the supervisor's events, written through the env.
   auto logs = f.call(logs_call{a, 0});
   REQUIRE(logs.status == 200);
-  CHECK_THAT(logs.body.at("data").get<std::string>(), Catch::Contains("job completed"));
+  CHECK_THAT(logs.body.at("data").get<std::string>(), Catch::Contains("[baton] job completed"));
   CHECK(logs.body.at("state") == "completed");
   CHECK(logs.body.at("next_offset") == logs.body.at("size"));
 
@@ -196,111 +242,135 @@ TEST_CASE("jobs run FIFO within max_workers and complete", "[unit][daemon]") {
 TEST_CASE("cancel: a queued job never starts, a running one stops", "[unit][daemon]") {
   fixture f("cancel", 1);
   f.start();
+  f.train(5);
   const auto a = f.submit(job_doc("a", 200, 200));
   const auto b = f.submit(job_doc("b", 1));
   auto r = f.call(cancel_call{b});
   CHECK(r.status == 202);
   CHECK(r.body.at("state") == "cancelled");
   CHECK(f.d->queued_ids().empty());
+  CHECK(f.call(cancel_call{b}).status == 409);
   REQUIRE(f.run_until([&] { return f.status(a).at("step").get<int>() > 0; }));
   r = f.call(cancel_call{a});
   CHECK(r.status == 202);
   REQUIRE(f.run_until([&] { return f.state(a) == "cancelled"; }));
   CHECK(f.d->running_count() == 0);
   CHECK(f.status(b).at("shards").empty());
+  REQUIRE(f.launcher.workers.size() == 1);
+  CHECK(f.launcher.workers[0]->killed());  // a cancel does not wait for a checkpoint
+  CHECK(f.status(a).at("shards")[0].at("cause") == "cancelled");
+  // The queued job's cancel is in its log like a running one's.
+  auto logs = f.call(logs_call{b, 0});
+  CHECK_THAT(logs.body.at("data").get<std::string>(), Catch::Contains("[baton] job cancelled"));
 }
 
 TEST_CASE("shutdown checkpoints running jobs and leaves them queued on disk", "[unit][daemon]") {
   fixture f("shutdown", 2);
   f.start();
+  f.train(10);  // steps to 10, then only a stop ends it
   const auto a = f.submit(job_doc("a", 400, 400));
   const auto b = f.submit(job_doc("b", 1));
-  (void)b;
   REQUIRE(f.run_until([&] { return f.status(a).at("step").get<int>() >= 10; }));
   f.d->shutdown();
   CHECK(f.d->stopping());
+  CHECK(f.call(submit_call{job_doc("late", 1), base.string(), 0}).status == 503);
   f.io.restart();
-  f.io.run_for(20s);
+  f.io.run_for(5s);
   REQUIRE(f.stopped_code == 0);
   f.d.reset();
+  CHECK(f.launcher.workers[0]->stop_received());
 
-  baton::env& e = baton::env::default_env();
-  job_store store(e, f.dir / "state");
+  auto store = f.store();
   auto rec = store.load(a);
   REQUIRE(rec);
   CHECK(rec->record.state == job_state::queued);
   CHECK(rec->record.diagnosis.empty());
-  CHECK(rec->record.checkpoint_step >= 10);
+  CHECK(rec->record.checkpoint_step == 10);
   REQUIRE_FALSE(rec->record.shards.empty());
   CHECK(rec->record.shards.back().cause == exit_cause::stopped);
+  auto done = store.load(b);
+  REQUIRE(done);
+  CHECK(done->record.state != job_state::paused);  // never left paused by a shutdown
+}
+
+TEST_CASE("a forced stop kills the workers and leaves their jobs queued, shard closed",
+          "[unit][daemon]") {
+  fixture f("shutdown-now", 1);
+  f.start();
+  f.train(4);
+  const auto a = f.submit(job_doc("a", 400, 400));
+  REQUIRE(f.run_until([&] { return f.status(a).at("step").get<int>() >= 4; }));
+  f.d->shutdown_now();
+  CHECK(f.stopped_code == 1);
+  CHECK(f.d->running_count() == 0);
+  CHECK(f.launcher.workers[0]->killed());
+  auto rec = f.store().load(a);
+  REQUIRE(rec);
+  CHECK(rec->record.state == job_state::queued);
+  REQUIRE(rec->record.shards.size() == 1);
+  CHECK(rec->record.shards[0].cause == exit_cause::stopped);
+  CHECK(rec->record.shards[0].detail == "killed: the baton daemon was forced to stop");
 }
 
 TEST_CASE("recovery: creation order, paused kept, damaged records failed", "[unit][daemon]") {
   fixture f("recover", 1);
-  baton::env& e = baton::env::default_env();
-  job_store store(e, f.options.settings.state_dir);
-  REQUIRE(store.open());
-  auto make = [&](const std::string& name, job_state st, std::int64_t created) {
-    auto spec = baton::protocol::parse_job_spec(job_doc(name, 1).dump(), f.dir);
-    REQUIRE(spec);
-    auto r = store.create(*spec, 8);
-    REQUIRE(r);
-    r->state = st;
-    r->created_ms = created;
-    if (st == job_state::running) {
-      shard_record s;
-      s.pid = 999999;
-      s.started_ms = created;
-      r->shards.push_back(s);
-    }
-    REQUIRE(store.save(*r));
-    return r->id;
-  };
-  const auto late = make("late", job_state::running, 2000);
-  const auto early = make("early", job_state::backoff, 1000);
-  const auto paused = make("paused", job_state::paused, 500);
-  const auto done = make("done", job_state::completed, 100);
-  const auto broken = make("broken", job_state::queued, 50);
+  const auto late = f.make("late", job_state::running, 2000, 1, true);
+  const auto early = f.make("early", job_state::backoff, 1000);
+  const auto waiting = f.make("between", job_state::waiting, 3000);
+  const auto paused = f.make("paused", job_state::paused, 500);
+  const auto done = f.make("done", job_state::completed, 100);
+  const auto broken = f.make("broken", job_state::queued, 50);
+  const auto store = f.store();
   for (int slot = 0; slot < 2; ++slot) {
-    std::ofstream(store.job_dir(broken) / ("record." + std::to_string(slot) + ".json"))
-        << "{\"seq\": 1, \"digest\": \"x\", \"record\": {}}";
+    REQUIRE(f.files.put(store.job_dir(broken) / ("record." + std::to_string(slot) + ".json"),
+                        "{\"seq\": 1, \"digest\": \"x\", \"record\": {}}"));
   }
 
   f.start();
-  // The older of the two resumable jobs runs first, whatever its state was.
+  // The oldest of the resumable jobs runs first, whatever its state was.
   CHECK(f.state(early) == "running");
-  CHECK(f.d->queued_ids() == std::vector<std::string>{late});
+  CHECK(f.d->queued_ids() == std::vector<std::string>{late, waiting});
   auto sl = f.status(late);
   CHECK(sl.at("state") == "queued");
   // Its interrupted worker is closed in the history, not left "running" forever.
   CHECK(sl["shards"][0]["cause"] == "stopped");
+  CHECK(sl["shards"][0]["detail"] == "supervisor exited while the worker ran");
+  CHECK(sl.at("exits_by_cause") == json{{"stopped", 1}});
   CHECK(f.state(paused) == "paused");
   CHECK(f.state(done) == "completed");
   auto sb = f.status(broken);
   CHECK(sb.at("state") == "failed");
   CHECK_THAT(sb.at("diagnosis").get<std::string>(), Catch::Contains("does not verify"));
   CHECK_THAT(f.log, Catch::Contains("job " + broken));
-  REQUIRE(f.run_until([&] { return f.state(late) == "completed"; }));
-  CHECK(f.state(early) == "completed");
+  CHECK_THAT(f.log, Catch::Contains("3 to run, 1 paused, 1 failed"));
+  REQUIRE(f.run_until([&] {
+    return f.state(late) == "completed" && f.state(early) == "completed" &&
+           f.state(waiting) == "completed";
+  }));
+  // Saved as the machine left them: the next daemon sees the same.
+  auto back = store.load(broken);
+  REQUIRE(back);
+  CHECK(back->record.state == job_state::failed);
+}
+
+TEST_CASE("a job whose spec no longer loads is failed at recovery, its shard closed",
+          "[unit][daemon]") {
+  fixture f("bad-spec", 1);
+  const auto id = f.make("gone", job_state::running, 100, 1, true);
+  REQUIRE(f.files.put(f.store().spec_path(id), "{not json"));
+  f.start();
+  const auto s = f.status(id);
+  CHECK(s.at("state") == "failed");
+  CHECK_THAT(s.at("diagnosis").get<std::string>(), Catch::StartsWith("job spec does not load: "));
+  CHECK(s["shards"][0]["cause"] == "stopped");
+  CHECK(f.d->queued_ids().empty());
+  CHECK(f.launcher.workers.empty());
 }
 
 TEST_CASE("resume runs a paused job again, other states answer 409", "[unit][daemon]") {
   fixture f("resume", 1);
-  baton::env& e = baton::env::default_env();
-  job_store store(e, f.options.settings.state_dir);
-  REQUIRE(store.open());
-  auto make = [&](const std::string& name, job_state st) {
-    auto spec = baton::protocol::parse_job_spec(job_doc(name, 2).dump(), f.dir);
-    REQUIRE(spec);
-    auto r = store.create(*spec, 16);
-    REQUIRE(r);
-    r->state = st;
-    if (st == job_state::paused) r->diagnosis = "paused: disk full: No space left on device";
-    REQUIRE(store.save(*r));
-    return r->id;
-  };
-  const auto paused = make("paused", job_state::paused);
-  const auto done = make("done", job_state::completed);
+  const auto paused = f.make("paused", job_state::paused, 100, 2);
+  const auto done = f.make("done", job_state::completed, 200);
   f.start();
   // A paused job stays paused across a daemon start: only the user knows when space is back.
   CHECK(f.state(paused) == "paused");
@@ -321,7 +391,7 @@ TEST_CASE("resume runs a paused job again, other states answer 409", "[unit][dae
   // Running now: a second resume is refused rather than starting a second worker.
   CHECK(f.call(resume_call{paused}).status == 409);
   REQUIRE(f.run_until([&] { return f.state(paused) == "completed"; }));
-  auto rec = store.load(paused);
+  auto rec = f.store().load(paused);
   REQUIRE(rec);
   CHECK(rec->record.state == job_state::completed);
   CHECK(rec->record.checkpoint_step == 16);
@@ -337,6 +407,7 @@ TEST_CASE("reload raises max_workers and starts queued jobs", "[unit][daemon]") 
     s.level = log_level::debug;
     return s;
   };
+  f.train(3);
   f.start();
   f.submit(job_doc("a", 100, 100));
   const auto b = f.submit(job_doc("b", 100, 100));
@@ -352,32 +423,50 @@ TEST_CASE("reload raises max_workers and starts queued jobs", "[unit][daemon]") 
   CHECK(f.d->running_count() == 0);
 }
 
+TEST_CASE("workers that cannot start fail the job after max_failures, with backoff",
+          "[unit][daemon]") {
+  fixture f("spawn-fails", 1);
+  f.launcher.fail_spawns = "fake-trainer: not found";
+  f.start();
+  auto doc = job_doc("a", 1);
+  doc["restart"] = {{"max_failures", 2}, {"backoff_initial_ms", 10}};
+  const auto a = f.submit(doc);
+  CHECK(f.state(a) == "backoff");  // the first failure, at once
+  REQUIRE(f.run_until([&] { return f.state(a) == "failed"; }));
+  const auto s = f.status(a);
+  CHECK(s.at("diagnosis") ==
+        "failed to start 2 times at step 0: spawn failed: fake-trainer: not found");
+  CHECK(s.at("exits_by_cause") == json{{"spawn_failed", 2}});
+  CHECK(f.d->running_count() == 0);
+}
+
 TEST_CASE("log chunks are bounded and never split a UTF-8 character", "[unit][daemon]") {
-  const auto dir = scratch("logchunk");
-  const auto file = dir / "worker.log";
+  baton::mem_env files;
+  REQUIRE(files.create_dirs("/logs"));
+  const fs::path file = "/logs/worker.log";
   std::string text(10, 'a');
   text += "\xc3\xa9";  // é at bytes 10-11
   text += "tail";
-  std::ofstream(file, std::ios::binary) << text;
-  auto c = read_log_chunk(file, 0, 11);  // would end inside é
+  REQUIRE(files.put(file, text));
+  auto c = read_log_chunk(files, file, 0, 11);  // would end inside é
   REQUIRE(c);
   CHECK(c->data == std::string(10, 'a'));
   CHECK(c->next_offset == 10);
   CHECK(c->size == text.size());
-  c = read_log_chunk(file, 10, 100);
+  c = read_log_chunk(files, file, 10, 100);
   REQUIRE(c);
   CHECK(c->data == "\xc3\xa9tail");
   CHECK(c->next_offset == text.size());
-  c = read_log_chunk(file, 1000, 100);  // past the end: nothing, same offset
+  c = read_log_chunk(files, file, 1000, 100);  // past the end: nothing, same offset
   REQUIRE(c);
   CHECK(c->data.empty());
   CHECK(c->next_offset == 1000);
-  c = read_log_chunk(dir / "missing.log", 0);
+  c = read_log_chunk(files, "/logs/missing.log", 0);
   REQUIRE(c);
   CHECK(c->size == 0);
 
-  std::ofstream(file, std::ios::binary) << std::string(200 * 1024, 'x');
-  c = read_log_chunk(file, 0);
+  REQUIRE(files.put(file, std::string(200 * 1024, 'x')));
+  c = read_log_chunk(files, file, 0);
   REQUIRE(c);
   CHECK(c->data.size() == max_log_chunk_bytes);
 }
@@ -418,7 +507,7 @@ TEST_CASE("status JSON adds live progress, limits, peak RSS and the leak rate", 
 TEST_CASE("control_port is refused where the control API is a Unix socket", "[unit][daemon]") {
   fixture f("control-port");
   f.options.settings.control_port = 8080;
-  auto d = std::make_unique<baton::supervisor::daemon>(f.io, baton::env::default_env(), f.options);
+  auto d = std::make_unique<baton::supervisor::daemon>(f.io, f.files, f.options);
   auto s = d->start();
   REQUIRE_FALSE(s);
   CHECK_THAT(s.error().message, Catch::Contains("control_port: only used where the control API "

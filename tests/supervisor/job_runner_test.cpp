@@ -78,7 +78,7 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
   runner_options ro;
   ro.worker_exe = BATON_WORKER_EXE;
   ro.on_event = [&](const std::string& m) { events.push_back(m); };
-  job_runner runner(io, store, *created, spec, ro);
+  job_runner runner(io, fe, os_process_launcher(), store, *created, spec, ro);
   runner.start();
   REQUIRE(run_to_rest(io, runner));
   INFO([&] {
@@ -88,7 +88,7 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
   }());
   CHECK(fe.faults_fired() >= 1);
   CHECK(runner.record().state == job_state::paused);
-  CHECK(runner.phase() == shard_phase::paused);
+  CHECK(runner.runtime().phase == worker_phase::none);
   CHECK_THAT(runner.record().diagnosis, Catch::Contains(message));
   CHECK(runner.record().checkpoint_step < geometry.total_steps);
 
@@ -199,7 +199,8 @@ TEST_CASE("a runner sweeps staging leftovers at start and gives each worker a fr
   runner_options ro;
   ro.worker_exe = BATON_WORKER_EXE;
   ro.on_event = [&](const std::string& m) { events.push_back(m); };
-  job_runner runner(io, store, *created, spec, ro);
+  job_runner runner(io, baton::env::default_env(), os_process_launcher(), store, *created, spec,
+                    ro);
   runner.start();
   CHECK_FALSE(fs::exists(ckpt / ".staging-9"));
   REQUIRE(run_to_rest(io, runner));

@@ -1,4 +1,4 @@
-#include "supervisor/shard_machine.h"
+#include "supervisor/job_machine.h"
 
 #include <algorithm>
 
@@ -12,11 +12,18 @@ constexpr std::uint64_t mib = 1024 * 1024;
 // A learned time budget never goes below this: a worker needs some time to start and resume.
 constexpr std::int64_t min_time_budget_ms = 200;
 
+constexpr const char* interrupted_by_exit = "supervisor exited while the worker ran";
+constexpr const char* interrupted_by_force = "killed: the baton daemon was forced to stop";
+
 class step {
  public:
-  step(const shard_state& s, const machine_settings& cfg) : cfg_(cfg) { r_.state = s; }
+  step(const job_standing& st, const job_runtime& rt, const machine_settings& cfg) : cfg_(cfg) {
+    r_.standing = st;
+    r_.runtime = rt;
+  }
 
-  shard_state& s() { return r_.state; }
+  job_standing& job() { return r_.standing; }
+  job_runtime& s() { return r_.runtime; }
   void emit(action a) { r_.actions.push_back(std::move(a)); }
   transition_result ignore() {
     r_.ignored = true;
@@ -24,26 +31,29 @@ class step {
   }
   transition_result done() { return std::move(r_); }
 
-  bool worker_phase() const {
-    const auto p = r_.state.phase;
-    return p == shard_phase::starting || p == shard_phase::running || p == shard_phase::stopping;
-  }
+  bool worker_phase() const { return r_.runtime.phase != worker_phase::none; }
+  bool in(job_state state) const { return r_.standing.state == state; }
+  // A job between two workers: the restart timer runs.
+  bool delayed() const { return in(job_state::waiting) || in(job_state::backoff); }
 
   void spawn() {
-    s().phase = shard_phase::starting;
-    s().shard_start_step = s().checkpoint_step;
-    s().progress_step = s().checkpoint_step;
+    job().state = job_state::running;
+    job().diagnosis.clear();
+    s().phase = worker_phase::starting;
+    s().shard_start_step = job().checkpoint_step;
+    s().progress_step = job().checkpoint_step;
     s().worker_alive = false;
     s().target = stop_target::none;
     s().stop_cause.reset();
     s().stop_detail.clear();
+    s().pause_reason.clear();
     s().kill_sent = false;
     emit(act::spawn_worker{s().step_budget});
   }
 
   void kill(exit_cause cause, std::string detail, stop_target target) {
     set_stop(cause, std::move(detail), target);
-    s().phase = shard_phase::stopping;
+    s().phase = worker_phase::stopping;
     if (!s().kill_sent) {
       emit(act::kill_group{});
       s().kill_sent = true;
@@ -53,7 +63,7 @@ class step {
 
   void ask_stop(exit_cause cause, stop_target target) {
     set_stop(cause, {}, target);
-    s().phase = shard_phase::stopping;
+    s().phase = worker_phase::stopping;
     emit(act::send_stop{});
     emit(act::start_timer{timer_kind::grace, cfg_.worker.stop_grace_ms});
   }
@@ -72,16 +82,33 @@ class step {
     s().stop_detail = std::move(detail);
   }
 
+  // Every way out of `running` passes here: the worker is gone.
+  void leave_worker(job_state next) {
+    job().state = next;
+    s().phase = worker_phase::none;
+    s().worker_alive = false;
+  }
+
   void pause(std::string reason) {
-    s().phase = shard_phase::paused;
-    s().diagnosis = reason;
-    emit(act::mark_paused{std::move(reason)});
+    leave_worker(job_state::paused);
+    s().target = stop_target::none;
+    s().pause_reason.clear();
+    job().diagnosis = reason;
+    emit(act::log_event{"job paused: " + reason});
     emit(act::persist{});
   }
 
   void cancel() {
-    s().phase = shard_phase::cancelled;
-    emit(act::mark_cancelled{});
+    leave_worker(job_state::cancelled);
+    job().diagnosis.clear();
+    emit(act::log_event{"job cancelled"});
+    emit(act::persist{});
+  }
+
+  void fail_job(std::string diagnosis) {
+    leave_worker(job_state::failed);
+    job().diagnosis = std::move(diagnosis);
+    emit(act::log_event{"job failed: " + job().diagnosis});
     emit(act::persist{});
   }
 
@@ -90,8 +117,8 @@ class step {
   void restart_clean(std::int64_t now_ms) {
     const auto wait = restart_floor(now_ms);
     if (wait > 0) {
-      s().phase = shard_phase::backoff;
-      emit(act::start_timer{timer_kind::backoff, wait});
+      leave_worker(job_state::waiting);
+      emit(act::start_timer{timer_kind::restart, wait});
       emit(act::persist{});
     } else {
       emit(act::persist{});
@@ -100,32 +127,31 @@ class step {
   }
 
   void fail(std::string_view verb, const std::string& detail, std::int64_t now_ms) {
-    if (s().failures == 0 || s().checkpoint_step != s().failure_step) {
-      s().failures = 1;
-      s().failure_step = s().checkpoint_step;
+    auto& failures = job().consecutive_failures;
+    const auto at = job().checkpoint_step;
+    if (failures == 0 || s().failure_step.value_or(at) != at) {
+      failures = 1;
     } else {
-      ++s().failures;
+      ++failures;
     }
-    if (s().failures >= cfg_.restart.max_failures) {
-      s().phase = shard_phase::failed;
-      s().diagnosis = std::string(verb) + " " + std::to_string(s().failures) + " times at step " +
-                      std::to_string(s().checkpoint_step) + ": " + detail;
-      emit(act::mark_failed{s().diagnosis});
-      emit(act::persist{});
+    s().failure_step = at;
+    if (failures >= cfg_.restart.max_failures) {
+      fail_job(std::string(verb) + " " + std::to_string(failures) + " times at step " +
+               std::to_string(at) + ": " + detail);
       return;
     }
     const auto delay = std::max(backoff_delay_ms(backoff_from(cfg_.restart), s().backoff_attempt),
                                 restart_floor(now_ms));
     ++s().backoff_attempt;
-    s().phase = shard_phase::backoff;
-    emit(act::start_timer{timer_kind::backoff, delay});
+    leave_worker(job_state::backoff);
+    emit(act::start_timer{timer_kind::restart, delay});
     emit(act::persist{});
   }
 
   std::int64_t restart_floor(std::int64_t now_ms) const {
-    if (!r_.state.last_spawn_ms) return 0;
+    if (!r_.runtime.last_spawn_ms) return 0;
     return std::max<std::int64_t>(
-        0, cfg_.min_restart_interval_ms - (now_ms - *r_.state.last_spawn_ms));
+        0, cfg_.min_restart_interval_ms - (now_ms - *r_.runtime.last_spawn_ms));
   }
 
   const machine_settings& cfg() const { return cfg_; }
@@ -137,6 +163,7 @@ class step {
 
 void on_exit(step& t, const ev::worker_exited& e) {
   auto& s = t.s();
+  auto& job = t.job();
   s.worker_alive = false;
   t.emit(act::cancel_timer{timer_kind::stall});
   t.emit(act::cancel_timer{timer_kind::grace});
@@ -144,8 +171,9 @@ void on_exit(step& t, const ev::worker_exited& e) {
   if (clean && e.last_done->job_complete) {
     // The job is done even if a stop or cancel was on its way: the work exists.
     t.emit(act::record_exit{exit_cause::completed, e.status, {}});
-    s.phase = shard_phase::completed;
-    t.emit(act::mark_completed{});
+    t.leave_worker(job_state::completed);
+    job.diagnosis.clear();
+    t.emit(act::log_event{"job completed"});
     t.emit(act::persist{});
     return;
   }
@@ -157,7 +185,7 @@ void on_exit(step& t, const ev::worker_exited& e) {
   }
   if (target == stop_target::pause) {
     t.emit(act::record_exit{s.stop_cause.value_or(exit_cause::stopped), e.status, s.stop_detail});
-    t.pause(s.diagnosis);
+    t.pause(s.pause_reason);
     return;
   }
   if (target == stop_target::restart && s.stop_cause) {
@@ -181,17 +209,14 @@ void on_exit(step& t, const ev::worker_exited& e) {
       // Not a crash, but a job whose workers cannot reach a checkpoint within the hard limit can
       // never progress: after max_failures such kills in a row it fails instead of looping.
       if (++s.hard_kills_without_progress >= t.cfg().restart.max_failures) {
-        s.phase = shard_phase::failed;
-        s.diagnosis = "killed at the hard memory limit " +
-                      std::to_string(s.hard_kills_without_progress) + " times at step " +
-                      std::to_string(s.checkpoint_step) +
-                      " without a new checkpoint: raise memory.hard_limit_mib";
-        t.emit(act::mark_failed{s.diagnosis});
-        t.emit(act::persist{});
+        t.fail_job("killed at the hard memory limit " +
+                   std::to_string(s.hard_kills_without_progress) + " times at step " +
+                   std::to_string(job.checkpoint_step) +
+                   " without a new checkpoint: raise memory.hard_limit_mib");
         return;
       }
       t.restart_clean(e.now_ms);  // a recycle is the plan working, never a crash
-    } else if (cause == exit_cause::memory_soft) {
+    } else if (cause == exit_cause::memory_soft || cause == exit_cause::memory_budget) {
       t.restart_clean(e.now_ms);
     } else {
       t.fail(cause == exit_cause::stalled ? "stalled" : "crashed", detail, e.now_ms);
@@ -216,6 +241,29 @@ void on_exit(step& t, const ev::worker_exited& e) {
   t.fail("crashed", detail, e.now_ms);
 }
 
+// A pause asked for by the user or the daemon, or forced by a failed save.
+transition_result on_pause(step& t, std::string reason) {
+  auto& s = t.s();
+  if (t.in(job_state::paused)) return t.ignore();
+  if (t.worker_phase() && s.worker_alive) {
+    if (s.target == stop_target::cancel || s.target == stop_target::pause) return t.ignore();
+    s.pause_reason = std::move(reason);
+    if (s.phase == worker_phase::stopping) {
+      s.target = stop_target::pause;  // a stop is already on its way; land in paused
+    } else {
+      t.ask_stop(exit_cause::stopped, stop_target::pause);
+    }
+  } else if (s.phase == worker_phase::starting) {
+    if (s.target == stop_target::cancel) return t.ignore();
+    s.target = stop_target::pause;  // spawn under way: its outcome event finishes this
+    s.pause_reason = std::move(reason);
+  } else {
+    if (t.delayed()) t.emit(act::cancel_timer{timer_kind::restart});
+    t.pause(std::move(reason));
+  }
+  return t.done();
+}
+
 }  // namespace
 
 machine_settings machine_settings::from(const protocol::job_spec& spec) {
@@ -226,28 +274,90 @@ machine_settings machine_settings::from(const protocol::job_spec& spec) {
   return m;
 }
 
-transition_result transition(const shard_state& state, const event& event,
-                             const machine_settings& cfg) {
-  step t(state, cfg);
+transition_result transition(const job_standing& standing, const job_runtime& runtime,
+                             const event& event, const machine_settings& cfg) {
+  step t(standing, runtime, cfg);
   auto& s = t.s();
-  if (is_terminal(s.phase)) return t.ignore();
+  auto& job = t.job();
+  if (is_terminal(job.state)) return t.ignore();
 
   return std::visit(
       [&](const auto& e) -> transition_result {
         using E = std::decay_t<decltype(e)>;
-        if constexpr (std::is_same_v<E, ev::start_requested>) {
-          if (s.phase != shard_phase::queued) return t.ignore();
+        // ----- the job's life -----
+        if constexpr (std::is_same_v<E, ev::submitted>) {
+          if (!t.in(job_state::queued) || t.worker_phase() || s.workers_started > 0) {
+            return t.ignore();
+          }
+          t.emit(act::request_slot{});
+        } else if constexpr (std::is_same_v<E, ev::recovered>) {
+          // Only a record read back from disk: a live worker is not recovered.
+          if (t.worker_phase() || t.in(job_state::paused)) return t.ignore();
+          // Whatever it was doing died with the previous supervisor: it waits for a slot again.
+          const bool changed = !t.in(job_state::queued) || e.shard_open;
+          if (e.shard_open) t.emit(act::close_interrupted_shard{interrupted_by_exit});
+          job.state = job_state::queued;
+          if (changed) t.emit(act::persist{});
+          t.emit(act::request_slot{});
+        } else if constexpr (std::is_same_v<E, ev::unloadable>) {
+          if (t.worker_phase()) return t.ignore();
+          if (e.shard_open) t.emit(act::close_interrupted_shard{interrupted_by_exit});
+          t.fail_job(e.diagnosis);
+        } else if constexpr (std::is_same_v<E, ev::requeued_for_restart>) {
+          if (t.worker_phase()) return t.ignore();  // the runner must be gone first
+          if (t.in(job_state::queued) && !e.shard_open) return t.ignore();
+          // Paused (or killed) only because the daemon is going away: the next daemon must pick
+          // it up by itself.
+          if (e.shard_open) t.emit(act::close_interrupted_shard{interrupted_by_force});
+          job.state = job_state::queued;
+          job.diagnosis.clear();
+          t.emit(act::persist{});
+        } else if constexpr (std::is_same_v<E, ev::checkpoint_found>) {
+          if (t.worker_phase() || e.step <= job.checkpoint_step) return t.ignore();
+          job.checkpoint_step = e.step;  // saved with the start that follows
+        } else if constexpr (std::is_same_v<E, ev::start_requested>) {
+          if (!t.in(job_state::queued) || t.worker_phase()) return t.ignore();
           t.emit(act::persist{});
           t.spawn();
+        } else if constexpr (std::is_same_v<E, ev::resume_point>) {
+          if (s.phase != worker_phase::starting || s.worker_alive) return t.ignore();
+          job.checkpoint_step = e.step;  // saved by the spawn that follows
+          s.shard_start_step = e.step;
+          s.progress_step = e.step;
+        } else if constexpr (std::is_same_v<E, ev::cancel_requested>) {
+          if (s.phase == worker_phase::starting && !s.worker_alive) {
+            s.target = stop_target::cancel;  // spawn under way: its outcome event finishes this
+          } else if (t.worker_phase()) {
+            t.kill(exit_cause::cancelled, {}, stop_target::cancel);
+            s.target = stop_target::cancel;
+          } else {
+            if (t.delayed()) t.emit(act::cancel_timer{timer_kind::restart});
+            t.cancel();
+          }
+        } else if constexpr (std::is_same_v<E, ev::pause_requested>) {
+          return on_pause(t, e.reason.empty() ? "paused by request" : e.reason);
+        } else if constexpr (std::is_same_v<E, ev::save_failed>) {
+          // The store's own error names the file and the errno text (ENOSPC, EIO, ...): the user
+          // needs it to tell a full disk from a dying one.
+          return on_pause(t, e.reason.empty() ? "disk full" : "disk full: " + e.reason);
+        } else if constexpr (std::is_same_v<E, ev::resume_requested>) {
+          if (!t.in(job_state::paused) || t.worker_phase()) return t.ignore();
+          job.state = job_state::queued;
+          job.diagnosis.clear();
+          s.target = stop_target::none;
+          t.emit(act::persist{});
+          t.emit(act::request_slot{});
+
+          // ----- the current worker -----
         } else if constexpr (std::is_same_v<E, ev::worker_spawned>) {
-          if (s.phase != shard_phase::starting || s.worker_alive) return t.ignore();
+          if (s.phase != worker_phase::starting || s.worker_alive) return t.ignore();
           s.worker_alive = true;
           s.last_spawn_ms = e.now_ms;
           ++s.workers_started;
           if (s.target == stop_target::cancel) {  // cancelled while the spawn was under way
             t.emit(act::kill_group{});
             s.kill_sent = true;
-            s.phase = shard_phase::stopping;
+            s.phase = worker_phase::stopping;
           } else if (s.target == stop_target::pause) {  // paused while the spawn was under way
             t.ask_stop(exit_cause::stopped, stop_target::pause);
           } else {
@@ -255,47 +365,50 @@ transition_result transition(const shard_state& state, const event& event,
             if (s.time_budget_ms) t.emit(act::start_timer{timer_kind::budget, *s.time_budget_ms});
           }
         } else if constexpr (std::is_same_v<E, ev::spawn_failed>) {
-          if (s.phase != shard_phase::starting || s.worker_alive) return t.ignore();
+          if (s.phase != worker_phase::starting || s.worker_alive) return t.ignore();
           s.last_spawn_ms = e.now_ms;
           if (s.target == stop_target::cancel) {
             t.cancel();
           } else if (s.target == stop_target::pause) {
-            t.pause(s.diagnosis);
+            t.pause(s.pause_reason);
           } else {
             t.fail("failed to start", "spawn failed: " + e.message, e.now_ms);
           }
         } else if constexpr (std::is_same_v<E, ev::hello>) {
-          if (s.phase != shard_phase::starting || !s.worker_alive) return t.ignore();
-          s.phase = shard_phase::running;
+          if (s.phase != worker_phase::starting || !s.worker_alive) return t.ignore();
+          s.phase = worker_phase::running;
           t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
         } else if constexpr (std::is_same_v<E, ev::progress>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           s.progress_step = e.step;
-          if (s.phase != shard_phase::stopping) {
+          if (s.phase != worker_phase::stopping) {
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
-            if (s.phase == shard_phase::running && s.step_budget &&
+            if (s.phase == worker_phase::running && s.step_budget &&
                 e.step - s.shard_start_step >= *s.step_budget) {
-              t.ask_stop(exit_cause::memory_soft, stop_target::restart);
+              t.ask_stop(exit_cause::memory_budget, stop_target::restart);
               s.stop_detail = "planned stop after " + std::to_string(*s.step_budget) +
                               " steps, learned from a hard-limit kill";
             }
           }
         } else if constexpr (std::is_same_v<E, ev::checkpoint_verified>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
-          if (e.step > s.checkpoint_step) {
-            s.checkpoint_step = e.step;
+          if (e.step > job.checkpoint_step) {
+            job.checkpoint_step = e.step;
             // Progress: the crash-loop count and the backoff start over.
-            s.failures = 0;
+            job.consecutive_failures = 0;
             s.hard_kills_without_progress = 0;
             s.backoff_attempt = 0;
           }
-          if (s.phase != shard_phase::stopping) {
+          if (s.phase != worker_phase::stopping) {
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
           }
           t.emit(act::persist{});
-        } else if constexpr (std::is_same_v<E, ev::checkpoint_invalid>) {
+        } else if constexpr (std::is_same_v<E, ev::checkpoint_rejected>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           t.kill(exit_cause::crashed, "invalid checkpoint: " + e.reason, stop_target::restart);
+        } else if constexpr (std::is_same_v<E, ev::protocol_violation>) {
+          if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          t.kill(exit_cause::crashed, "protocol violation: " + e.reason, stop_target::restart);
         } else if constexpr (std::is_same_v<E, ev::rss_sample>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           const auto& m = cfg.memory;
@@ -304,14 +417,14 @@ transition_result transition(const shard_state& state, const event& event,
             t.kill(exit_cause::memory_hard, {}, stop_target::restart);
           } else if (m.soft_limit_mib &&
                      e.bytes > static_cast<std::uint64_t>(*m.soft_limit_mib) * mib) {
-            if (s.phase == shard_phase::stopping) return t.ignore();  // already on its way out
+            if (s.phase == worker_phase::stopping) return t.ignore();  // already on its way out
             t.ask_stop(exit_cause::memory_soft, stop_target::restart);
           } else {
             return t.ignore();
           }
         } else if constexpr (std::is_same_v<E, ev::stall_timeout>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
-          if (s.phase == shard_phase::stopping) {
+          if (s.phase == worker_phase::stopping) {
             if (s.kill_sent) return t.ignore();
             t.emit(act::kill_group{});  // hung while stopping: no point waiting for the grace
             s.kill_sent = true;
@@ -322,7 +435,7 @@ transition_result transition(const shard_state& state, const event& event,
                    stop_target::restart);
           }
         } else if constexpr (std::is_same_v<E, ev::grace_elapsed>) {
-          if (s.phase != shard_phase::stopping || s.kill_sent || !s.worker_alive) {
+          if (s.phase != worker_phase::stopping || s.kill_sent || !s.worker_alive) {
             return t.ignore();
           }
           t.emit(act::kill_group{});
@@ -332,113 +445,41 @@ transition_result transition(const shard_state& state, const event& event,
           on_exit(t, e);
         } else if constexpr (std::is_same_v<E, ev::budget_elapsed>) {
           // A timer of an earlier worker is replaced when the next one starts; this one is ours.
-          if (s.phase != shard_phase::running && s.phase != shard_phase::starting) {
+          if (s.phase != worker_phase::running && s.phase != worker_phase::starting) {
             return t.ignore();
           }
           if (!s.worker_alive || s.target != stop_target::none) return t.ignore();
-          t.ask_stop(exit_cause::memory_soft, stop_target::restart);
+          t.ask_stop(exit_cause::memory_budget, stop_target::restart);
           s.stop_detail = "planned stop after " + std::to_string(s.time_budget_ms.value_or(0)) +
                           " ms, learned from a hard-limit kill";
-        } else if constexpr (std::is_same_v<E, ev::backoff_elapsed>) {
-          if (s.phase != shard_phase::backoff) return t.ignore();
+        } else if constexpr (std::is_same_v<E, ev::restart_due>) {
+          if (!t.delayed()) return t.ignore();
           t.spawn();
-        } else if constexpr (std::is_same_v<E, ev::cancel_requested>) {
-          if (s.phase == shard_phase::starting && !s.worker_alive) {
-            s.target = stop_target::cancel;  // spawn under way: its outcome event finishes this
-          } else if (t.worker_phase()) {
-            t.kill(exit_cause::cancelled, {}, stop_target::cancel);
-            s.target = stop_target::cancel;
-          } else {
-            if (s.phase == shard_phase::backoff) t.emit(act::cancel_timer{timer_kind::backoff});
-            t.cancel();
-          }
-        } else if constexpr (std::is_same_v<E, ev::pause_requested> ||
-                             std::is_same_v<E, ev::disk_full>) {
-          std::string reason = "paused by request";
-          if constexpr (std::is_same_v<E, ev::disk_full>) {
-            // The store's own error names the file and the errno text (ENOSPC, EIO, ...): the
-            // user needs it to tell a full disk from a dying one.
-            reason = e.reason.empty() ? "disk full" : "disk full: " + e.reason;
-          }
-          if (s.phase == shard_phase::paused) return t.ignore();
-          if (t.worker_phase() && s.worker_alive) {
-            if (s.target == stop_target::cancel || s.target == stop_target::pause) {
-              return t.ignore();
-            }
-            s.diagnosis = reason;
-            if (s.phase == shard_phase::stopping) {
-              s.target = stop_target::pause;  // a stop is already on its way; land in paused
-            } else {
-              t.ask_stop(exit_cause::stopped, stop_target::pause);
-            }
-          } else if (s.phase == shard_phase::starting) {
-            if (s.target == stop_target::cancel) return t.ignore();
-            s.target = stop_target::pause;  // spawn under way: its outcome event finishes this
-            s.diagnosis = reason;
-          } else {
-            if (s.phase == shard_phase::backoff) t.emit(act::cancel_timer{timer_kind::backoff});
-            t.pause(reason);
-          }
-        } else if constexpr (std::is_same_v<E, ev::resume_requested>) {
-          if (s.phase != shard_phase::paused) return t.ignore();
-          s.phase = shard_phase::queued;  // the daemon starts it when a slot is free
-          s.diagnosis.clear();
-          s.target = stop_target::none;
-          t.emit(act::persist{});
         }
         return t.done();
       },
       event);
 }
 
-bool is_terminal(shard_phase p) {
-  return p == shard_phase::completed || p == shard_phase::failed || p == shard_phase::cancelled;
+std::string_view phase_name(const job_standing& standing, const job_runtime& runtime) {
+  if (standing.state == job_state::running && runtime.phase != worker_phase::none) {
+    return to_string(runtime.phase);
+  }
+  return to_string(standing.state);
 }
 
-std::string_view to_string(shard_phase p) {
+std::string_view to_string(worker_phase p) {
   switch (p) {
-    case shard_phase::queued:
-      return "queued";
-    case shard_phase::starting:
+    case worker_phase::none:
+      return "none";
+    case worker_phase::starting:
       return "starting";
-    case shard_phase::running:
+    case worker_phase::running:
       return "running";
-    case shard_phase::stopping:
+    case worker_phase::stopping:
       return "stopping";
-    case shard_phase::backoff:
-      return "backoff";
-    case shard_phase::completed:
-      return "completed";
-    case shard_phase::failed:
-      return "failed";
-    case shard_phase::cancelled:
-      return "cancelled";
-    case shard_phase::paused:
-      return "paused";
   }
   return "unknown";
-}
-
-job_state public_state(shard_phase p) {
-  switch (p) {
-    case shard_phase::queued:
-      return job_state::queued;
-    case shard_phase::starting:
-    case shard_phase::running:
-    case shard_phase::stopping:
-      return job_state::running;
-    case shard_phase::backoff:
-      return job_state::backoff;
-    case shard_phase::completed:
-      return job_state::completed;
-    case shard_phase::failed:
-      return job_state::failed;
-    case shard_phase::cancelled:
-      return job_state::cancelled;
-    case shard_phase::paused:
-      return job_state::paused;
-  }
-  return job_state::failed;
 }
 
 std::string_view to_string(timer_kind k) {
@@ -447,8 +488,8 @@ std::string_view to_string(timer_kind k) {
       return "stall";
     case timer_kind::grace:
       return "grace";
-    case timer_kind::backoff:
-      return "backoff";
+    case timer_kind::restart:
+      return "restart";
     case timer_kind::budget:
       return "budget";
   }

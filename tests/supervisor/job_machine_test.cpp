@@ -1,4 +1,4 @@
-#include "supervisor/shard_machine.h"
+#include "supervisor/job_machine.h"
 
 #include <catch2/catch.hpp>
 #include <sstream>
@@ -39,11 +39,10 @@ std::string describe(const action& a) {
         if constexpr (std::is_same_v<A, act::record_exit>)
           o << "record_exit{" << to_string(x.cause) << "," << x.status.describe() << "," << x.detail
             << "}";
-        if constexpr (std::is_same_v<A, act::mark_completed>) o << "mark_completed";
-        if constexpr (std::is_same_v<A, act::mark_failed>)
-          o << "mark_failed{" << x.diagnosis << "}";
-        if constexpr (std::is_same_v<A, act::mark_cancelled>) o << "mark_cancelled";
-        if constexpr (std::is_same_v<A, act::mark_paused>) o << "mark_paused{" << x.reason << "}";
+        if constexpr (std::is_same_v<A, act::close_interrupted_shard>)
+          o << "close_interrupted_shard{" << x.detail << "}";
+        if constexpr (std::is_same_v<A, act::log_event>) o << "log_event{" << x.message << "}";
+        if constexpr (std::is_same_v<A, act::request_slot>) o << "request_slot";
         if constexpr (std::is_same_v<A, act::persist>) o << "persist";
       },
       a);
@@ -59,23 +58,27 @@ std::vector<std::string> describe(const std::vector<action>& as) {
 // Drives the machine through events, keeping the state; `last` is the last transition.
 struct driver {
   machine_settings cfg = settings();
-  shard_state s;
+  job_standing job;
+  job_runtime s;
   transition_result last;
 
   std::vector<std::string> on(const event& e) {
-    last = transition(s, e, cfg);
-    s = last.state;
+    last = transition(job, s, e, cfg);
+    job = last.standing;
+    s = last.runtime;
     return describe(last.actions);
   }
 
+  std::string phase() const { return std::string(phase_name(job, s)); }
+
   // queued -> running with a worker spawned at `now`.
   void run_worker(std::int64_t now) {
-    if (s.phase == shard_phase::queued) on(ev::start_requested{});
-    if (s.phase == shard_phase::backoff) on(ev::backoff_elapsed{});
-    REQUIRE(s.phase == shard_phase::starting);
+    if (phase() == "queued") on(ev::start_requested{});
+    if (phase() == "backoff" || phase() == "waiting") on(ev::restart_due{});
+    REQUIRE(phase() == "starting");
     on(ev::worker_spawned{now});
     on(ev::hello{});
-    REQUIRE(s.phase == shard_phase::running);
+    REQUIRE(phase() == "running");
   }
 };
 
@@ -83,58 +86,58 @@ using strings = std::vector<std::string>;
 
 }  // namespace
 
-TEST_CASE("start, hello, progress and checkpoints", "[unit][shard_machine]") {
+TEST_CASE("start, hello, progress and checkpoints", "[unit][job_machine]") {
   driver d;
   CHECK(d.on(ev::start_requested{}) == strings{"persist", "spawn_worker"});
-  CHECK(d.s.phase == shard_phase::starting);
+  CHECK(d.phase() == "starting");
   CHECK(d.on(ev::worker_spawned{1000}) == strings{"start_timer{stall,120000}"});
   CHECK(d.s.worker_alive);
   CHECK(d.on(ev::hello{}) == strings{"start_timer{stall,120000}"});
-  CHECK(d.s.phase == shard_phase::running);
+  CHECK(d.phase() == "running");
   CHECK(d.on(ev::progress{10}) == strings{"start_timer{stall,120000}"});
   CHECK(d.s.progress_step == 10);
   CHECK(d.on(ev::checkpoint_verified{100}) == strings{"start_timer{stall,120000}", "persist"});
-  CHECK(d.s.checkpoint_step == 100);
+  CHECK(d.job.checkpoint_step == 100);
   CHECK(d.on(ev::rss_sample{500 * mib}).empty());
   CHECK(d.last.ignored);
 }
 
-TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][shard_machine]") {
+TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][job_machine]") {
   driver d;
   d.run_worker(1000);
   d.on(ev::checkpoint_verified{100});
   auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{100, false}, 5000});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{completed,exit code 0,}", "persist", "spawn_worker"});
-  CHECK(d.s.phase == shard_phase::starting);
-  CHECK(d.s.failures == 0);
+  CHECK(d.phase() == "starting");
+  CHECK(d.job.consecutive_failures == 0);
 
   d.on(ev::worker_spawned{6000});
   d.on(ev::hello{});
   a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{200, false}, 6400});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
-                     "record_exit{completed,exit code 0,}", "start_timer{backoff,600}", "persist"});
-  CHECK(d.s.phase == shard_phase::backoff);
-  CHECK(d.on(ev::backoff_elapsed{}) == strings{"spawn_worker"});
+                     "record_exit{completed,exit code 0,}", "start_timer{restart,600}", "persist"});
+  CHECK(d.phase() == "waiting");  // a planned gap, not a backoff after a failure
+  CHECK(d.on(ev::restart_due{}) == strings{"spawn_worker"});
 }
 
-TEST_CASE("job complete", "[unit][shard_machine]") {
+TEST_CASE("job complete", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{500, true}, 9000});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
-                     "record_exit{completed,exit code 0,}", "mark_completed", "persist"});
-  CHECK(d.s.phase == shard_phase::completed);
-  CHECK(is_terminal(d.s.phase));
+                     "record_exit{completed,exit code 0,}", "log_event{job completed}", "persist"});
+  CHECK(d.phase() == "completed");
+  CHECK(is_terminal(d.job.state));
 }
 
 TEST_CASE("soft limit: stop, grace, then kill, and a recycle is not a failure",
-          "[unit][shard_machine]") {
+          "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   d.on(ev::checkpoint_verified{300});
   CHECK(d.on(ev::rss_sample{1001 * mib}) == strings{"send_stop", "start_timer{grace,30000}"});
-  CHECK(d.s.phase == shard_phase::stopping);
+  CHECK(d.phase() == "stopping");
   CHECK(d.on(ev::rss_sample{1200 * mib}).empty());  // no second stop
   CHECK(d.last.ignored);
 
@@ -156,34 +159,35 @@ TEST_CASE("soft limit: stop, grace, then kill, and a recycle is not a failure",
     auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 60000});
     CHECK(a[2] == "record_exit{memory_hard,signal 9,}");
   }
-  CHECK(d.s.failures == 0);
-  CHECK(d.s.phase == shard_phase::starting);
+  CHECK(d.job.consecutive_failures == 0);
+  CHECK(d.phase() == "starting");
 }
 
-TEST_CASE("hard limit: kill at once, recycle", "[unit][shard_machine]") {
+TEST_CASE("hard limit: kill at once, recycle", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   CHECK(d.on(ev::rss_sample{1501 * mib}) == strings{"kill_group", "cancel_timer{grace}"});
-  CHECK(d.s.phase == shard_phase::stopping);
+  CHECK(d.phase() == "stopping");
   CHECK(d.on(ev::rss_sample{1700 * mib}).empty());
   auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
-                     "record_exit{memory_hard,signal 9,}", "start_timer{backoff,500}", "persist"});
-  CHECK(d.s.failures == 0);
+                     "record_exit{memory_hard,signal 9,}", "start_timer{restart,500}", "persist"});
+  CHECK(d.phase() == "waiting");
+  CHECK(d.job.consecutive_failures == 0);
   CHECK(d.s.backoff_attempt == 0);
 }
 
-TEST_CASE("memory limits at exactly the limit do not trigger", "[unit][shard_machine]") {
+TEST_CASE("memory limits at exactly the limit do not trigger", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   CHECK(d.on(ev::rss_sample{1000 * mib}).empty());
   d.cfg.memory.soft_limit_mib.reset();
   d.cfg.memory.hard_limit_mib.reset();
   CHECK(d.on(ev::rss_sample{100000 * mib}).empty());
-  CHECK(d.s.phase == shard_phase::running);
+  CHECK(d.phase() == "running");
 }
 
-TEST_CASE("a crash loop at one step fails with an exact diagnosis", "[unit][shard_machine]") {
+TEST_CASE("a crash loop at one step fails with an exact diagnosis", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   d.on(ev::checkpoint_verified{3140});
@@ -194,68 +198,68 @@ TEST_CASE("a crash loop at one step fails with an exact diagnosis", "[unit][shar
     auto a = d.on(ev::worker_exited{exit_status::signaled(6), std::nullopt, now});
     CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                        "record_exit{crashed,signal 6,signal 6}",
-                       "start_timer{backoff," + std::to_string(delays[i]) + "}", "persist"});
-    CHECK(d.s.failures == i + 1);
-    CHECK(d.s.phase == shard_phase::backoff);
+                       "start_timer{restart," + std::to_string(delays[i]) + "}", "persist"});
+    CHECK(d.job.consecutive_failures == i + 1);
+    CHECK(d.phase() == "backoff");
     d.run_worker(now);
   }
   auto a = d.on(ev::worker_exited{exit_status::signaled(6), std::nullopt, now + 5});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{crashed,signal 6,signal 6}",
-                     "mark_failed{crashed 5 times at step 3140: signal 6}", "persist"});
-  CHECK(d.s.phase == shard_phase::failed);
-  CHECK(d.s.diagnosis == "crashed 5 times at step 3140: signal 6");
+                     "log_event{job failed: crashed 5 times at step 3140: signal 6}", "persist"});
+  CHECK(d.phase() == "failed");
+  CHECK(d.job.diagnosis == "crashed 5 times at step 3140: signal 6");
 }
 
 TEST_CASE("a crash never restarts sooner than 1 s, whatever the backoff says",
-          "[unit][shard_machine]") {
+          "[unit][job_machine]") {
   driver d;
   d.cfg.restart.backoff_initial_ms = 10;
   d.run_worker(5000);
   auto a = d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 5200});
-  CHECK(a[3] == "start_timer{backoff,1000}");
+  CHECK(a[3] == "start_timer{restart,1000}");
 }
 
 TEST_CASE("progress of the checkpoint resets the failure count and backoff",
-          "[unit][shard_machine]") {
+          "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 100000});
   d.run_worker(200000);
   d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 300000});
-  CHECK(d.s.failures == 2);
+  CHECK(d.job.consecutive_failures == 2);
   CHECK(d.s.backoff_attempt == 2);
   d.run_worker(400000);
   d.on(ev::checkpoint_verified{50});
-  CHECK(d.s.failures == 0);
+  CHECK(d.job.consecutive_failures == 0);
   CHECK(d.s.backoff_attempt == 0);
   auto a = d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 500000});
-  CHECK(a[3] == "start_timer{backoff,1000}");  // backoff starts over
-  CHECK(d.s.failures == 1);
+  CHECK(a[3] == "start_timer{restart,1000}");  // backoff starts over
+  CHECK(d.job.consecutive_failures == 1);
   CHECK(d.s.failure_step == 50);
 }
 
-TEST_CASE("a failure at a new checkpoint starts the count over", "[unit][shard_machine]") {
+TEST_CASE("a failure at a new checkpoint starts the count over", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   for (int i = 0; i < 4; ++i) {
     d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, (i + 1) * 100000});
     d.run_worker((i + 1) * 100000);
   }
-  CHECK(d.s.failures == 4);
+  CHECK(d.job.consecutive_failures == 4);
   // The worker advanced a checkpoint and crashed again: count restarts from 1.
   d.on(ev::checkpoint_verified{10});
   d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 900000});
-  CHECK(d.s.failures == 1);
-  CHECK(d.s.phase == shard_phase::backoff);
+  CHECK(d.job.consecutive_failures == 1);
+  CHECK(d.phase() == "backoff");
 }
 
-TEST_CASE("memory recycles between crashes do not count as failures", "[unit][shard_machine]") {
+TEST_CASE("memory recycles between crashes do not count as failures", "[unit][job_machine]") {
   driver d;
   d.cfg.restart.max_failures = 2;
   d.run_worker(0);
   d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 10000});
-  CHECK(d.s.failures == 1);
+  CHECK(d.job.consecutive_failures == 1);
   for (int i = 0; i < 5; ++i) {
     d.run_worker(20000 + i * 10000);
     d.on(ev::progress{1});
@@ -267,16 +271,16 @@ TEST_CASE("memory recycles between crashes do not count as failures", "[unit][sh
       d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{0, false},
                              25000 + i * 10000});
     }
-    CHECK(d.s.failures == 1);
-    CHECK(d.s.phase == shard_phase::starting);
+    CHECK(d.job.consecutive_failures == 1);
+    CHECK(d.phase() == "starting");
   }
   d.on(ev::worker_spawned{100000});
   d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 200000});
-  CHECK(d.s.phase == shard_phase::failed);
-  CHECK(d.s.diagnosis == "crashed 2 times at step 0: signal 11");
+  CHECK(d.phase() == "failed");
+  CHECK(d.job.diagnosis == "crashed 2 times at step 0: signal 11");
 }
 
-TEST_CASE("a stall kills the worker and counts as a failure", "[unit][shard_machine]") {
+TEST_CASE("a stall kills the worker and counts as a failure", "[unit][job_machine]") {
   driver d;
   d.cfg.restart.max_failures = 1;
   d.run_worker(0);
@@ -284,56 +288,57 @@ TEST_CASE("a stall kills the worker and counts as a failure", "[unit][shard_mach
   CHECK(d.on(ev::stall_timeout{}) == strings{"kill_group", "cancel_timer{grace}"});
   auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500000});
   CHECK(a[2] == "record_exit{stalled,signal 9,no message for 120000 ms}");
-  CHECK(d.s.diagnosis == "stalled 1 times at step 7: no message for 120000 ms");
-  CHECK(d.s.phase == shard_phase::failed);
+  CHECK(d.job.diagnosis == "stalled 1 times at step 7: no message for 120000 ms");
+  CHECK(d.phase() == "failed");
 }
 
-TEST_CASE("an invalid checkpoint kills the worker as a crash", "[unit][shard_machine]") {
+TEST_CASE("an invalid checkpoint kills the worker as a crash", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
-  CHECK(d.on(ev::checkpoint_invalid{"digest mismatch"}) ==
+  CHECK(d.on(ev::checkpoint_rejected{"digest mismatch"}) ==
         strings{"kill_group", "cancel_timer{grace}"});
   auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500000});
   CHECK(a[2] == "record_exit{crashed,signal 9,invalid checkpoint: digest mismatch}");
-  CHECK(d.s.failures == 1);
+  CHECK(d.job.consecutive_failures == 1);
 }
 
-TEST_CASE("exit 0 without done is a crash and spawn failures count", "[unit][shard_machine]") {
+TEST_CASE("exit 0 without done is a crash and spawn failures count", "[unit][job_machine]") {
   driver d;
   d.cfg.restart.max_failures = 2;
   d.run_worker(0);
   auto a = d.on(ev::worker_exited{exit_status::exited(0), std::nullopt, 500000});
   CHECK(a[2] == "record_exit{crashed,exit code 0,exit code 0 without a done message}");
-  d.on(ev::backoff_elapsed{});
+  d.on(ev::restart_due{});
   a = d.on(ev::spawn_failed{"not found", 600000});
-  CHECK(a == strings{"mark_failed{failed to start 2 times at step 0: spawn failed: not found}",
-                     "persist"});
-  CHECK(d.s.phase == shard_phase::failed);
+  CHECK(a ==
+        strings{"log_event{job failed: failed to start 2 times at step 0: spawn failed: not found}",
+                "persist"});
+  CHECK(d.phase() == "failed");
 }
 
-TEST_CASE("cancel in every state", "[unit][shard_machine]") {
-  const strings cancel_now = {"mark_cancelled", "persist"};
+TEST_CASE("cancel in every state", "[unit][job_machine]") {
+  const strings cancel_now = {"log_event{job cancelled}", "persist"};
   SECTION("queued") {
     driver d;
     CHECK(d.on(ev::cancel_requested{}) == cancel_now);
-    CHECK(d.s.phase == shard_phase::cancelled);
+    CHECK(d.phase() == "cancelled");
   }
   SECTION("starting, spawn under way") {
     driver d;
     d.on(ev::start_requested{});
     CHECK(d.on(ev::cancel_requested{}).empty());
     CHECK(d.on(ev::worker_spawned{0}) == strings{"kill_group"});
-    CHECK(d.s.phase == shard_phase::stopping);
+    CHECK(d.phase() == "stopping");
     auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
     CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
-                       "record_exit{cancelled,signal 9,}", "mark_cancelled", "persist"});
+                       "record_exit{cancelled,signal 9,}", "log_event{job cancelled}", "persist"});
   }
   SECTION("starting, spawn then fails") {
     driver d;
     d.on(ev::start_requested{});
     d.on(ev::cancel_requested{});
     CHECK(d.on(ev::spawn_failed{"x", 0}) == cancel_now);
-    CHECK(d.s.phase == shard_phase::cancelled);
+    CHECK(d.phase() == "cancelled");
   }
   SECTION("running") {
     driver d;
@@ -341,7 +346,7 @@ TEST_CASE("cancel in every state", "[unit][shard_machine]") {
     CHECK(d.on(ev::cancel_requested{}) == strings{"kill_group", "cancel_timer{grace}"});
     auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
     CHECK(a[2] == "record_exit{cancelled,signal 9,}");
-    CHECK(d.s.phase == shard_phase::cancelled);
+    CHECK(d.phase() == "cancelled");
   }
   SECTION("stopping after a soft limit") {
     driver d;
@@ -349,70 +354,73 @@ TEST_CASE("cancel in every state", "[unit][shard_machine]") {
     d.on(ev::rss_sample{1100 * mib});
     CHECK(d.on(ev::cancel_requested{}) == strings{"kill_group", "cancel_timer{grace}"});
     d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 10});
-    CHECK(d.s.phase == shard_phase::cancelled);
+    CHECK(d.phase() == "cancelled");
   }
   SECTION("backoff") {
     driver d;
     d.run_worker(0);
     d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 10});
-    REQUIRE(d.s.phase == shard_phase::backoff);
+    REQUIRE(d.phase() == "backoff");
     CHECK(d.on(ev::cancel_requested{}) ==
-          strings{"cancel_timer{backoff}", "mark_cancelled", "persist"});
-    CHECK(d.s.phase == shard_phase::cancelled);
-    CHECK(d.on(ev::backoff_elapsed{}).empty());  // a late timer does nothing
+          strings{"cancel_timer{restart}", "log_event{job cancelled}", "persist"});
+    CHECK(d.phase() == "cancelled");
+    CHECK(d.on(ev::restart_due{}).empty());  // a late timer does nothing
   }
   SECTION("paused") {
     driver d;
     d.on(ev::pause_requested{});
-    REQUIRE(d.s.phase == shard_phase::paused);
+    REQUIRE(d.phase() == "paused");
     CHECK(d.on(ev::cancel_requested{}) == cancel_now);
   }
   SECTION("terminal states stay put") {
-    for (auto terminal : {shard_phase::completed, shard_phase::failed, shard_phase::cancelled}) {
+    for (auto terminal : {job_state::completed, job_state::failed, job_state::cancelled}) {
       driver d;
-      d.s.phase = terminal;
+      d.job.state = terminal;
       CHECK(d.on(ev::cancel_requested{}).empty());
       CHECK(d.last.ignored);
-      CHECK(d.s.phase == terminal);
+      CHECK(d.job.state == terminal);
     }
   }
 }
 
 TEST_CASE("pause and disk full stop the worker gracefully and park the job",
-          "[unit][shard_machine]") {
+          "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
-  CHECK(d.on(ev::disk_full{}) == strings{"send_stop", "start_timer{grace,30000}"});
+  CHECK(d.on(ev::save_failed{}) == strings{"send_stop", "start_timer{grace,30000}"});
   auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{40, false}, 100});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
-                     "record_exit{stopped,exit code 0,}", "mark_paused{disk full}", "persist"});
-  CHECK(d.s.phase == shard_phase::paused);
-  CHECK(d.on(ev::resume_requested{}) == strings{"persist"});
-  CHECK(d.s.phase == shard_phase::queued);
+                     "record_exit{stopped,exit code 0,}", "log_event{job paused: disk full}",
+                     "persist"});
+  CHECK(d.phase() == "paused");
+  CHECK(d.job.diagnosis == "disk full");
+  CHECK(d.on(ev::resume_requested{}) == strings{"persist", "request_slot"});
+  CHECK(d.job.diagnosis.empty());
+  CHECK(d.phase() == "queued");
   CHECK(d.on(ev::start_requested{}) == strings{"persist", "spawn_worker"});
 }
 
-TEST_CASE("a pause during a soft-limit stop lands in paused", "[unit][shard_machine]") {
+TEST_CASE("a pause during a soft-limit stop lands in paused", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   d.on(ev::rss_sample{1100 * mib});
   CHECK(d.on(ev::pause_requested{}).empty());
   d.on(ev::worker_exited{exit_status::exited(0), done_msg{40, false}, 100});
-  CHECK(d.s.phase == shard_phase::paused);
+  CHECK(d.phase() == "paused");
 }
 
-TEST_CASE("events that mean nothing in a state are ignored", "[unit][shard_machine]") {
+TEST_CASE("events that mean nothing in a state are ignored", "[unit][job_machine]") {
   driver d;
   for (const event& e :
        std::vector<event>{ev::hello{}, ev::progress{1}, ev::stall_timeout{}, ev::grace_elapsed{},
-                          ev::backoff_elapsed{}, ev::rss_sample{1 << 30}, ev::resume_requested{}}) {
+                          ev::restart_due{}, ev::rss_sample{1 << 30}, ev::resume_requested{}}) {
     CHECK(d.on(e).empty());
     CHECK(d.last.ignored);
-    CHECK(d.s.phase == shard_phase::queued);
+    CHECK(d.phase() == "queued");
   }
 }
 
-TEST_CASE("settings come from the job spec", "[unit][shard_machine]") {
+TEST_CASE("settings come from the job spec", "[unit][job_machine]") {
   baton::protocol::job_spec spec;
   spec.memory.soft_limit_mib = 64;
   spec.restart.max_failures = 9;
@@ -424,8 +432,7 @@ TEST_CASE("settings come from the job spec", "[unit][shard_machine]") {
   CHECK(m.min_restart_interval_ms == 1000);
 }
 
-TEST_CASE("a hard kill teaches the next workers to stop before the limit",
-          "[unit][shard_machine]") {
+TEST_CASE("a hard kill teaches the next workers to stop before the limit", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   d.on(ev::checkpoint_verified{100});
@@ -441,18 +448,18 @@ TEST_CASE("a hard kill teaches the next workers to stop before the limit",
     CHECK(d.on(ev::progress{step}) == strings{"start_timer{stall,120000}"});
   CHECK(d.on(ev::progress{160}) ==
         strings{"start_timer{stall,120000}", "send_stop", "start_timer{grace,30000}"});
-  CHECK(d.s.phase == shard_phase::stopping);
+  CHECK(d.phase() == "stopping");
   d.on(ev::checkpoint_verified{160});
   auto a =
       d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{160, false}, 9000});
   CHECK(a[2] ==
-        "record_exit{memory_soft,exit code 3,planned stop after 60 steps, learned from a "
+        "record_exit{memory_budget,exit code 3,planned stop after 60 steps, learned from a "
         "hard-limit kill}");
-  CHECK(d.s.failures == 0);
+  CHECK(d.job.consecutive_failures == 0);
 }
 
 TEST_CASE("hard kills without a new checkpoint fail the job after max_failures",
-          "[unit][shard_machine]") {
+          "[unit][job_machine]") {
   driver d;
   d.cfg.restart.max_failures = 3;
   for (int i = 0; i < 3; ++i) {
@@ -460,15 +467,15 @@ TEST_CASE("hard kills without a new checkpoint fail the job after max_failures",
     d.on(ev::rss_sample{1600 * mib});
     d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, i * 10000 + 500});
   }
-  CHECK(d.s.phase == shard_phase::failed);
-  CHECK(d.s.diagnosis ==
+  CHECK(d.phase() == "failed");
+  CHECK(d.job.diagnosis ==
         "killed at the hard memory limit 3 times at step 0 without a new checkpoint: raise "
         "memory.hard_limit_mib");
-  CHECK(d.s.failures == 0);  // never counted as crashes
+  CHECK(d.job.consecutive_failures == 0);  // never counted as crashes
 }
 
 TEST_CASE("a worker stopped from outside (exit 3 after done) is restarted, not a crash",
-          "[unit][shard_machine]") {
+          "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   d.on(ev::checkpoint_verified{40});
@@ -477,23 +484,23 @@ TEST_CASE("a worker stopped from outside (exit 3 after done) is restarted, not a
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{stopped,exit code 3,stopped by a signal from outside}", "persist",
                      "spawn_worker"});
-  CHECK(d.s.failures == 0);
+  CHECK(d.job.consecutive_failures == 0);
   // Exit 3 without the done message is a crash like any other.
   d.on(ev::worker_spawned{7000});
   d.on(ev::hello{});
   d.on(ev::worker_exited{exit_status::exited(3), std::nullopt, 9000});
-  CHECK(d.s.failures == 1);
+  CHECK(d.job.consecutive_failures == 1);
 }
 
 TEST_CASE("a hard kill also teaches a time budget, for workers that report rarely",
-          "[unit][shard_machine]") {
+          "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
   d.on(ev::rss_sample{1600 * mib});
   d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 8000});
   REQUIRE(d.s.time_budget_ms == 6000);  // 3/4 of the 8 s the killed worker lived
   CHECK_FALSE(d.s.step_budget);         // it never said how far it got
-  d.on(ev::backoff_elapsed{});
+  d.on(ev::restart_due{});
   CHECK(d.on(ev::worker_spawned{10000}) ==
         strings{"start_timer{stall,120000}", "start_timer{budget,6000}"});
   d.on(ev::hello{});
@@ -502,9 +509,26 @@ TEST_CASE("a hard kill also teaches a time budget, for workers that report rarel
   auto a =
       d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{50, false}, 16500});
   CHECK(a[2] ==
-        "record_exit{memory_soft,exit code 3,planned stop after 6000 ms, learned from a "
+        "record_exit{memory_budget,exit code 3,planned stop after 6000 ms, learned from a "
         "hard-limit kill}");
   CHECK(d.s.hard_kills_without_progress == 0);
   // A budget timer that fires while no worker runs means nothing.
   CHECK(d.on(ev::budget_elapsed{}).empty());
+}
+
+TEST_CASE("a damaged newer checkpoint makes the next worker resume lower", "[unit][job_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{100});
+  d.on(ev::worker_exited{exit_status::exited(0), done_msg{100, false}, 5000});
+  REQUIRE(d.phase() == "starting");
+  // The runner verified the store again before the spawn: ckpt 100 no longer verifies.
+  CHECK(d.on(ev::resume_point{60}).empty());
+  CHECK_FALSE(d.last.ignored);
+  CHECK(d.job.checkpoint_step == 60);
+  CHECK(d.s.shard_start_step == 60);
+  d.on(ev::worker_spawned{6000});
+  // Once the worker runs, its start is fixed.
+  CHECK(d.on(ev::resume_point{10}).empty());
+  CHECK(d.last.ignored);
 }
