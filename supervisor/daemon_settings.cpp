@@ -11,7 +11,7 @@
 #include "os/env.h"
 #include "protocol/document_file.h"
 #include "protocol/field_checker.h"
-#include "protocol/json_guard.h"
+#include "protocol/json_parse.h"
 #include "supervisor/control_server.h"
 
 namespace baton::supervisor {
@@ -124,7 +124,7 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
     return make_error("document is " + std::to_string(text.size()) +
                       " bytes; a settings file may be at most 1 MiB");
   }
-  auto doc = protocol::detail::parse_json_guarded(text, max_settings_depth);
+  auto doc = protocol::parse_json_guarded(text, max_settings_depth);
   if (!doc) return doc.error();
   checker c(base_dir);
   daemon_settings s;
