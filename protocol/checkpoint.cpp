@@ -68,16 +68,9 @@ bool byte_size(const std::vector<std::int64_t>& shape, dtype type, std::uint64_t
   return true;
 }
 
-// Appended piece by piece: GCC 12 at -O3 flags `"\"" + std::string(s)` with a false -Wrestrict
+// append(), not "\"" + std::string(s): GCC 12 at -O3 flags the latter with a false -Wrestrict
 // (GCC bug 105329) once the inlining around it changes.
-std::string in_quotes(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  out += s;
-  out += '"';
-  return out;
-}
+std::string in_quotes(std::string_view s) { return std::string("\"").append(s).append("\""); }
 
 std::string hex16(std::uint64_t v) {
   static constexpr char digits[] = "0123456789abcdef";

@@ -94,4 +94,14 @@ std::vector<std::string> unknown_keys(const nlohmann::json& j,
   return out;
 }
 
+std::string join_lines(const std::vector<std::string>& lines, std::string_view prefix) {
+  std::string out;
+  for (const auto& line : lines) {
+    if (!out.empty()) out += '\n';
+    out += prefix;
+    out += line;
+  }
+  return out;
+}
+
 }  // namespace baton::protocol

@@ -42,4 +42,7 @@ std::string describe(const nlohmann::json& v);
 std::vector<std::string> unknown_keys(const nlohmann::json& j,
                                       std::span<const std::string_view> keys);
 
+// The problems of one document, one a line, each after `prefix` (a file name, say).
+std::string join_lines(const std::vector<std::string>& lines, std::string_view prefix = "");
+
 }  // namespace baton::protocol

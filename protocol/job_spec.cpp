@@ -561,15 +561,6 @@ class checker {
   bool model_valid_ = false;
 };
 
-std::string join_lines(const std::vector<std::string>& lines, const std::string& prefix = "") {
-  std::string out;
-  for (const auto& line : lines) {
-    if (!out.empty()) out += '\n';
-    out += prefix + line;
-  }
-  return out;
-}
-
 json path_json(const fs::path& p) { return p.generic_string(); }
 
 // A command worker's job may leave out the built-in trainer's sections. An invalid command

@@ -21,6 +21,7 @@ namespace {
 using json = nlohmann::json;
 using protocol::child_path;
 using protocol::describe;
+using protocol::join_lines;
 using protocol::suggestion;
 using protocol::unknown_keys;
 namespace fs = std::filesystem;
@@ -98,15 +99,6 @@ class checker {
   fs::path base_dir_;
   std::vector<std::string> errors_;
 };
-
-std::string join_lines(const std::vector<std::string>& lines, const std::string& prefix = "") {
-  std::string out;
-  for (const auto& l : lines) {
-    if (!out.empty()) out += '\n';
-    out += prefix + l;
-  }
-  return out;
-}
 
 }  // namespace
 

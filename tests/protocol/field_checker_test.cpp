@@ -60,3 +60,9 @@ TEST_CASE("describe cuts a long string on a UTF-8 character boundary", "[unit][f
   const std::string euro = std::string(60, 'a') + "\xe2\x82\xac" + std::string(10, 'b');
   CHECK(describe(json(euro)) == "\"" + std::string(60, 'a') + "...\"");
 }
+
+TEST_CASE("join_lines puts one problem on each line", "[unit][field_checker]") {
+  CHECK(join_lines({}) == "");
+  CHECK(join_lines({"a: x", "b: y"}) == "a: x\nb: y");
+  CHECK(join_lines({"a: x", "b: y"}, "job.json: ") == "job.json: a: x\njob.json: b: y");
+}
