@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "protocol/digest.h"
-#include "protocol/json_guard.h"
+#include "protocol/json_parse.h"
 
 namespace baton::protocol {
 
@@ -189,7 +189,7 @@ result<folder_manifest> decode_manifest(std::string_view bytes, std::string_view
     return bad("manifest of " + std::to_string(bytes.size()) + " bytes is larger than " +
                std::to_string(max_manifest_bytes));
   }
-  auto doc = detail::parse_json_guarded<json>(bytes, 8);
+  auto doc = parse_json_guarded<json>(bytes, 8);
   if (!doc) return bad("not JSON: " + doc.error().message);
   if (!doc->is_object()) return bad("expected a JSON object");
   const json& j = *doc;

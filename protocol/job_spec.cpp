@@ -1,7 +1,7 @@
-// Validation of job documents. Three passes: document limits (size, then a SAX pass for depth,
-// syntax and duplicate keys, so nothing deep or ambiguous ever reaches the DOM), then a typed walk
-// that records every problem by JSON path instead of stopping at the first, then cross-field
-// rules that only make sense once each field is known to be valid on its own.
+// Validation of job documents. Three passes: document limits (size, then the JSON kit's SAX pass
+// for depth, syntax and duplicate keys, so nothing deep or ambiguous ever reaches the DOM), then
+// a typed walk that records every problem by JSON path instead of stopping at the first, then
+// cross-field rules that only make sense once each field is known to be valid on its own.
 #include "protocol/job_spec.h"
 
 #include <algorithm>
@@ -13,7 +13,8 @@
 
 #include "os/env.h"
 #include "protocol/document_file.h"
-#include "protocol/json_guard.h"
+#include "protocol/field_checker.h"
+#include "protocol/json_parse.h"
 
 namespace baton::protocol {
 
@@ -26,218 +27,6 @@ constexpr std::int64_t int_max = std::numeric_limits<int>::max();
 constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
 // Doubles represent every integer exactly up to 2^53; beyond that "integral" means nothing.
 constexpr double max_exact_double = 9007199254740992.0;
-
-// ---------------------------------------------------------------------------------------------
-// Suggestions
-
-// Optimal string alignment distance: Levenshtein plus adjacent transpositions, the most common
-// typo ("trainig" is one edit from "training").
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  const std::size_t n = a.size(), m = b.size();
-  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
-  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= n; ++i) {
-    for (std::size_t j = 1; j <= m; ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[n][m];
-}
-
-// The closest option if it is close enough to be a plausible typo.
-std::optional<std::string_view> closest(std::string_view word,
-                                        std::span<const std::string_view> options) {
-  std::optional<std::string_view> best;
-  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
-  for (const auto option : options) {
-    const std::size_t distance = edit_distance(word, option);
-    if (distance < best_distance) {
-      best_distance = distance;
-      best = option;
-    }
-  }
-  if (!best) return std::nullopt;
-  const std::size_t allowed = std::max<std::size_t>(2, best->size() / 3);
-  if (best_distance > allowed || best_distance >= best->size()) return std::nullopt;
-  return best;
-}
-
-std::string one_of(std::span<const std::string_view> options) {
-  std::string out;
-  for (const auto option : options) {
-    if (!out.empty()) out += ", ";
-    out += option;
-  }
-  return out;
-}
-
-std::string suggestion(std::string_view word, std::span<const std::string_view> options) {
-  if (auto best = closest(word, options)) return "did you mean \"" + std::string(*best) + "\"?";
-  return "expected one of " + one_of(options);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Paths and value descriptions
-
-std::string child_path(const std::string& parent, std::string_view key) {
-  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
-}
-
-std::string index_path(const std::string& parent, std::size_t index) {
-  return parent + "[" + std::to_string(index) + "]";
-}
-
-// How a wrong value is shown after "got": short and unambiguous, never the whole subtree.
-std::string describe(const json& v) {
-  switch (v.type()) {
-    case json::value_t::object:
-      return v.empty() ? "{}" : "an object";
-    case json::value_t::array:
-      return v.empty() ? "[]" : "an array";
-    case json::value_t::string: {
-      const auto& s = v.get_ref<const std::string&>();
-      if (s.size() > 64) {
-        // Cut on a UTF-8 boundary: half a character makes dump() throw (type_error 316).
-        std::size_t cut = 61;
-        while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-        return json(s.substr(0, cut) + "...").dump();
-      }
-      return v.dump();
-    }
-    default:
-      return v.dump();
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pass 1: document limits, syntax and duplicate keys, without building anything.
-
-// Byte offset of the first bracket that opens level max_depth + 1, skipping strings. Only used
-// to point the depth error at a place in the file; the SAX pass is what enforces the limit.
-std::size_t depth_overflow_offset(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_job_document_depth) return i;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return text.size();
-}
-
-std::string line_column(std::string_view text, std::size_t offset) {
-  offset = std::min(offset, text.size());
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(column) + " (byte " +
-         std::to_string(offset) + ")";
-}
-
-class limits_sax {
- public:
-  bool null() { return value(); }
-  bool boolean(bool) { return value(); }
-  bool number_integer(json::number_integer_t) { return value(); }
-  bool number_unsigned(json::number_unsigned_t) { return value(); }
-  bool number_float(json::number_float_t, const std::string&) { return value(); }
-  bool string(std::string&) { return value(); }
-  bool binary(json::binary_t&) { return value(); }
-  bool start_object(std::size_t) { return open(false); }
-  bool start_array(std::size_t) { return open(true); }
-  bool end_object() { return close(); }
-  bool end_array() { return close(); }
-  bool key(std::string& k) {
-    auto& f = frames_.back();
-    f.key = k;
-    if (!f.keys.insert(k).second) duplicates_.push_back(path() + ": duplicate key");
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
-    syntax_position_ = position;
-    // nlohmann's text reads "[json.exception.parse_error.101] parse error at line 1, column 5:
-    // syntax error ..."; keep only the explanation and give our own location with the offset.
-    std::string what = e.what();
-    if (const auto at = what.find("column "); at != std::string::npos) {
-      if (const auto colon = what.find(": ", at); colon != std::string::npos) {
-        what = what.substr(colon + 2);
-      }
-    } else if (const auto bracket = what.find("] "); bracket != std::string::npos) {
-      what = what.substr(bracket + 2);
-    }
-    syntax_error_ = detail::printable(what);
-    return false;
-  }
-
-  bool too_deep() const { return too_deep_; }
-  const std::optional<std::string>& syntax_error() const { return syntax_error_; }
-  std::size_t syntax_position() const { return syntax_position_; }
-  const std::vector<std::string>& duplicates() const { return duplicates_; }
-
- private:
-  struct frame {
-    bool array = false;
-    std::size_t next_index = 0;  // arrays: index of the next element
-    std::string key;             // objects: the key being read
-    std::set<std::string> keys;
-  };
-
-  // Marks the start of a value, so array frames know which element they are on.
-  bool value() {
-    if (!frames_.empty() && frames_.back().array) ++frames_.back().next_index;
-    return true;
-  }
-  bool open(bool array) {
-    value();
-    if (frames_.size() >= static_cast<std::size_t>(max_job_document_depth)) {
-      too_deep_ = true;
-      return false;  // stops the parser; nothing deeper is read
-    }
-    frames_.push_back(frame{array, 0, {}, {}});
-    return true;
-  }
-  bool close() {
-    frames_.pop_back();
-    return true;
-  }
-  std::string path() const {
-    std::string out;
-    for (const auto& f : frames_) {
-      out = f.array ? index_path(out, f.next_index - 1) : child_path(out, f.key);
-    }
-    return out;
-  }
-
-  std::vector<frame> frames_;
-  bool too_deep_ = false;
-  std::optional<std::string> syntax_error_;
-  std::size_t syntax_position_ = 0;
-  std::vector<std::string> duplicates_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Pass 2: the typed walk.
@@ -327,14 +116,12 @@ class checker {
       expected(path, "an object", j);
       return false;
     }
-    for (const auto& [key, value] : j.items()) {
-      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        // A trainer's settings put inside a section are the likely mistake, not a typo.
-        fail(child_path(path, key),
-             key == "params" && !path.empty()
-                 ? std::string("unknown key; \"params\" belongs at the top level of the job")
-                 : "unknown key; " + suggestion(key, keys));
-      }
+    for (const auto& key : unknown_keys(j, keys)) {
+      // A trainer's settings put inside a section are the likely mistake, not a typo.
+      fail(child_path(path, key),
+           key == "params" && !path.empty()
+               ? std::string("unknown key; \"params\" belongs at the top level of the job")
+               : "unknown key; " + suggestion(key, keys));
     }
     return true;
   }
@@ -774,15 +561,6 @@ class checker {
   bool model_valid_ = false;
 };
 
-std::string join_lines(const std::vector<std::string>& lines, const std::string& prefix = "") {
-  std::string out;
-  for (const auto& line : lines) {
-    if (!out.empty()) out += '\n';
-    out += prefix + line;
-  }
-  return out;
-}
-
 json path_json(const fs::path& p) { return p.generic_string(); }
 
 // A command worker's job may leave out the built-in trainer's sections. An invalid command
@@ -797,26 +575,31 @@ bool names_a_command(const json& doc) {
 }  // namespace
 
 result<job_spec> parse_job_spec(std::string_view text, const fs::path& base_dir) {
-  if (text.size() > max_job_document_bytes) {
+  const json_scan scan =
+      scan_json(text, json_limits{.max_bytes = max_job_document_bytes,
+                                  .max_depth = static_cast<std::size_t>(max_job_document_depth),
+                                  .collect_duplicates = true});
+  if (scan.fault && scan.fault->what == json_fault::kind::too_large) {
     return make_error("document is " + std::to_string(text.size()) +
                       " bytes; a job document may be at most " +
                       std::to_string(max_job_document_bytes) + " bytes (1 MiB)");
   }
-  limits_sax sax;
-  const bool parsed = json::sax_parse(text.begin(), text.end(), &sax);
-  if (sax.too_deep()) {
+  if (scan.fault && scan.fault->what == json_fault::kind::too_deep) {
     return make_error("document nests deeper than " + std::to_string(max_job_document_depth) +
-                      " levels at " + line_column(text, depth_overflow_offset(text)));
+                      " levels at " + line_column(text, scan.fault->offset));
   }
-  if (sax.syntax_error()) {
-    // nlohmann reports the count of bytes read; the offending byte is the last one read.
-    const auto pos = sax.syntax_position() > 0 ? sax.syntax_position() - 1 : 0;
-    return make_error("invalid JSON at " + line_column(text, pos) + ": " + *sax.syntax_error());
+  if (scan.fault && scan.fault->message.empty()) return make_error("invalid JSON");
+  if (scan.fault) {
+    return make_error("invalid JSON at " + line_column(text, scan.fault->offset) + ": " +
+                      scan.fault->reason);
   }
-  if (!parsed) return make_error("invalid JSON");
-  if (!sax.duplicates().empty()) return make_error(join_lines(sax.duplicates()));
+  if (!scan.duplicates.empty()) {
+    std::vector<std::string> lines;
+    for (const auto& d : scan.duplicates) lines.push_back(d.path + ": duplicate key");
+    return make_error(join_lines(lines));
+  }
 
-  const json doc = json::parse(text.begin(), text.end());
+  const json doc = build_scanned_json(text);
   checker c(base_dir);
   job_spec spec;
   if (!c.object(doc, "", top_keys)) return make_error(join_lines(c.errors()));

@@ -4,7 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "protocol/json_guard.h"
+#include "protocol/json_parse.h"
 
 namespace baton::protocol {
 
@@ -96,7 +96,7 @@ result<json> parse_line(std::string_view line, std::string& type) {
   if (line.find_first_not_of(" \t") == std::string_view::npos) {
     return make_error("empty line, expected a JSON object");
   }
-  auto doc = detail::parse_json_guarded<json>(line, max_message_depth);
+  auto doc = parse_json_guarded<json>(line, max_message_depth);
   if (!doc) return make_error("not JSON: " + doc.error().message);
   if (!doc->is_object()) {
     return make_error("expected a JSON object, got " + std::string(doc->type_name()));

@@ -3,11 +3,10 @@
 #include <charconv>
 #include <filesystem>
 #include <optional>
-#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
-#include "protocol/json_guard.h"
+#include "protocol/json_parse.h"
 
 namespace baton::supervisor {
 
@@ -42,78 +41,9 @@ std::string_view call_name(const api_call& call) {
 
 namespace {
 
-using protocol::detail::printable;
+using protocol::printable;
 
 api_error bad_request(std::string message) { return api_error{400, std::move(message)}; }
-
-// First pass over a document: syntax, nesting depth and duplicate keys, building nothing. The
-// parser itself is iterative, so a hostile "[[[[..." costs one counter, not a stack frame per
-// level.
-class limit_checker {
- public:
-  using json = nlohmann::json;
-  explicit limit_checker(int max_depth) : max_depth_(max_depth) {}
-
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(json::number_integer_t) { return true; }
-  bool number_unsigned(json::number_unsigned_t) { return true; }
-  bool number_float(json::number_float_t, const json::string_t&) { return true; }
-  bool string(json::string_t&) { return true; }
-  bool binary(json::binary_t&) { return true; }
-  bool start_object(std::size_t) { return push(); }
-  bool start_array(std::size_t) { return push(); }
-  bool end_object() { return pop(); }
-  bool end_array() { return pop(); }
-  bool key(json::string_t& k) {
-    auto& keys = frames_.back().keys;
-    if (!keys.insert(k).second) {
-      error_ = bad_request("duplicate key \"" + k + "\" in JSON body");
-      return false;
-    }
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
-    // what() reads "[json.exception.parse_error.101] parse error at line 1, column 5: <reason>";
-    // the byte offset says more than line/column for a one-line document, so keep the reason.
-    // nlohmann counts bytes read, so the offending byte is at position - 1 (0-based, like the job
-    // spec's and the worker protocol's offsets).
-    std::string reason = e.what();
-    if (const auto at = reason.find("parse error"); at != std::string::npos) {
-      if (const auto colon = reason.find(": ", at); colon != std::string::npos) {
-        reason = reason.substr(colon + 2);
-      }
-    }
-    error_ =
-        bad_request("malformed JSON at byte " + std::to_string(position > 0 ? position - 1 : 0) +
-                    ": " + printable(reason));
-    return false;
-  }
-
-  const std::optional<api_error>& error() const { return error_; }
-
- private:
-  struct frame {
-    std::unordered_set<std::string> keys;  // stays empty for arrays
-  };
-
-  bool push() {
-    if (static_cast<int>(frames_.size()) >= max_depth_) {
-      error_ = bad_request("JSON nested deeper than " + std::to_string(max_depth_) + " levels");
-      return false;
-    }
-    frames_.emplace_back();
-    return true;
-  }
-  bool pop() {
-    frames_.pop_back();
-    return true;
-  }
-
-  int max_depth_;
-  std::vector<frame> frames_;
-  std::optional<api_error> error_;
-};
 
 std::string_view json_type_name(const nlohmann::json& j) {
   switch (j.type()) {
@@ -253,15 +183,28 @@ api_result<api_call> parse_submit(const api_request& request) {
 }  // namespace
 
 api_result<nlohmann::json> parse_json_limited(std::string_view text, int max_depth) {
-  limit_checker checker(max_depth);
-  const bool ok = nlohmann::json::sax_parse(text, &checker, nlohmann::json::input_format_t::json,
-                                            /*strict=*/true);
-  if (!ok) {
-    if (checker.error()) return *checker.error();
-    return bad_request("malformed JSON");  // sax_parse reports every failure through the checker
+  using protocol::json_fault;
+  const auto scan = protocol::scan_json(
+      text, protocol::json_limits{.max_depth = static_cast<std::size_t>(max_depth)});
+  if (scan.fault) {
+    const json_fault& f = *scan.fault;
+    switch (f.what) {
+      case json_fault::kind::too_deep:
+        return bad_request("JSON nested deeper than " + std::to_string(max_depth) + " levels");
+      case json_fault::kind::duplicate_key:
+        return bad_request("duplicate key \"" + f.key + "\" in JSON body");
+      case json_fault::kind::syntax:
+        // The byte offset says more than line/column for a one-line document (0-based, like the
+        // job spec's and the worker protocol's offsets).
+        if (f.message.empty()) return bad_request("malformed JSON");
+        return bad_request("malformed JSON at byte " + std::to_string(f.offset) + ": " + f.reason);
+      case json_fault::kind::too_large:  // no size limit here: the caller checks the body size
+        break;
+    }
+    return bad_request("malformed JSON");
   }
   // Validated: this parse cannot fail, and it never throws on a checked document.
-  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return protocol::build_scanned_json(text);
 }
 
 api_result<api_call> parse_api_request(const api_request& request) {

@@ -10,7 +10,8 @@
 
 #include "os/env.h"
 #include "protocol/document_file.h"
-#include "protocol/json_guard.h"
+#include "protocol/field_checker.h"
+#include "protocol/json_parse.h"
 #include "supervisor/control_server.h"
 
 namespace baton::supervisor {
@@ -18,6 +19,11 @@ namespace baton::supervisor {
 namespace {
 
 using json = nlohmann::json;
+using protocol::child_path;
+using protocol::describe;
+using protocol::join_lines;
+using protocol::suggestion;
+using protocol::unknown_keys;
 namespace fs = std::filesystem;
 
 constexpr std::size_t max_settings_bytes = 1 << 20;
@@ -31,53 +37,6 @@ constexpr std::array<std::string_view, 7> top_keys = {
 constexpr std::array<std::string_view, 2> memory_keys = {"soft_limit_mib", "hard_limit_mib"};
 constexpr std::array<std::string_view, 4> level_names = {"error", "warning", "info", "debug"};
 
-// Optimal string alignment distance, for "did you mean" on misspelt keys and values.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  const std::size_t n = a.size(), m = b.size();
-  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
-  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= n; ++i) {
-    for (std::size_t j = 1; j <= m; ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[n][m];
-}
-
-template <std::size_t N>
-std::string suggestion(std::string_view word, const std::array<std::string_view, N>& options) {
-  std::string_view best;
-  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
-  for (const auto o : options) {
-    const auto d = edit_distance(word, o);
-    if (d < best_distance) {
-      best_distance = d;
-      best = o;
-    }
-  }
-  const std::size_t allowed = std::max<std::size_t>(2, best.size() / 3);
-  if (!best.empty() && best_distance <= allowed && best_distance < best.size()) {
-    return "did you mean \"" + std::string(best) + "\"?";
-  }
-  std::string all;
-  for (const auto o : options) all += (all.empty() ? "" : ", ") + std::string(o);
-  return "expected one of " + all;
-}
-
-std::string describe(const json& v) {
-  if (v.is_object()) return v.empty() ? "{}" : "an object";
-  if (v.is_array()) return v.empty() ? "[]" : "an array";
-  if (v.is_string() && v.get_ref<const std::string&>().size() > 64) {
-    return json(v.get_ref<const std::string&>().substr(0, 61) + "...").dump();
-  }
-  return v.dump();
-}
-
 class checker {
  public:
   explicit checker(fs::path base_dir) : base_dir_(std::move(base_dir)) {}
@@ -87,16 +46,13 @@ class checker {
   }
   const std::vector<std::string>& errors() const { return errors_; }
 
-  template <std::size_t N>
-  bool object(const json& j, const std::string& path, const std::array<std::string_view, N>& keys) {
+  bool object(const json& j, const std::string& path, std::span<const std::string_view> keys) {
     if (!j.is_object()) {
       fail(path.empty() ? "(document)" : path, "expected an object, got " + describe(j));
       return false;
     }
-    for (const auto& [k, v] : j.items()) {
-      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-        fail(path.empty() ? k : path + "." + k, "unknown key; " + suggestion(k, keys));
-      }
+    for (const auto& k : unknown_keys(j, keys)) {
+      fail(child_path(path, k), "unknown key; " + suggestion(k, keys));
     }
     return true;
   }
@@ -144,15 +100,6 @@ class checker {
   std::vector<std::string> errors_;
 };
 
-std::string join_lines(const std::vector<std::string>& lines, const std::string& prefix = "") {
-  std::string out;
-  for (const auto& l : lines) {
-    if (!out.empty()) out += '\n';
-    out += prefix + l;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string_view to_string(log_level l) { return level_names[static_cast<std::size_t>(l)]; }
@@ -169,7 +116,7 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
     return make_error("document is " + std::to_string(text.size()) +
                       " bytes; a settings file may be at most 1 MiB");
   }
-  auto doc = protocol::detail::parse_json_guarded(text, max_settings_depth);
+  auto doc = protocol::parse_json_guarded(text, max_settings_depth);
   if (!doc) return doc.error();
   checker c(base_dir);
   daemon_settings s;

@@ -152,3 +152,12 @@ TEST_CASE("control_port: 0 to 65535, named in every error", "[unit][daemon_setti
   CHECK_THAT(error_of(R"({"control_prot": 1})"),
              Catch::Contains("control_prot: unknown key; did you mean \"control_port\"?"));
 }
+
+TEST_CASE("a long wrong value is cut on a UTF-8 boundary", "[unit][daemon_settings]") {
+  // Byte 61, where the quote is cut, falls inside an "é": the cut used to split it, and dump()
+  // threw on the half character instead of the settings error being reported.
+  const std::string value = std::string(60, 'a') + "\xc3\xa9\xc3\xa9\xc3\xa9";
+  std::string e;
+  REQUIRE_NOTHROW(e = error_of(R"({"max_workers": ")" + value + "\"}"));
+  CHECK(e == "max_workers: expected a positive integer, got \"" + std::string(60, 'a') + "...\"");
+}
