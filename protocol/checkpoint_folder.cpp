@@ -308,7 +308,7 @@ result<sealed_folder> seal_checkpoint_folder(env& e, const fs::path& staging_fol
   out.manifest.job = job_id;
   out.manifest.step = step;
   for (auto& f : tree->files) {
-    const fs::path p = staging_folder / fs::path(f.path);
+    const fs::path p = staging_folder / fs::path(f.path).make_preferred();
     if (!is_utf8(f.path)) return make_error(p.string() + ": file name is not valid UTF-8");
     auto h = hash_file(e, p);
     if (!h) return h.error();
@@ -383,10 +383,10 @@ result<folder_manifest> verify_checkpoint_folder(env& e, const fs::path& folder)
   std::size_t i = 0;
   for (const auto& want : m->files) {
     if (i < present.size() && present[i].path < want.path) {
-      return make_error((folder / fs::path(present[i].path)).string() +
+      return make_error((folder / fs::path(present[i].path).make_preferred()).string() +
                         ": extra file (not in the manifest)");
     }
-    const fs::path p = folder / fs::path(want.path);
+    const fs::path p = folder / fs::path(want.path).make_preferred();
     if (i == present.size() || present[i].path != want.path) {
       auto info = e.stat_no_follow(p);
       if (info && info->kind != entry_kind::missing) {
@@ -402,11 +402,11 @@ result<folder_manifest> verify_checkpoint_folder(env& e, const fs::path& folder)
     ++i;
   }
   if (i < present.size()) {
-    return make_error((folder / fs::path(present[i].path)).string() +
+    return make_error((folder / fs::path(present[i].path).make_preferred()).string() +
                       ": extra file (not in the manifest)");
   }
   for (const auto& want : m->files) {
-    const fs::path p = folder / fs::path(want.path);
+    const fs::path p = folder / fs::path(want.path).make_preferred();
     auto h = hash_file(e, p);
     if (!h) return h.error();
     if (h->size != want.size) {

@@ -106,16 +106,20 @@ TEST_CASE("windows: arguments with spaces, quotes and backslashes arrive intact"
   const std::vector<std::string> args = {"two words", "say \"hi\"",      "C:\\dir\\",
                                          "tab\there", "back\\\\\"slash", ""};
   std::vector<std::string> argv;
+  // Each argument comes back between brackets: the line splitter drops empty lines, and the
+  // empty argument must still be seen to arrive.
+  std::vector<std::string> expected;
   for (const auto& a : args) {
     argv.push_back("print");
-    argv.push_back(a);
+    argv.push_back("[" + a + "]");
+    expected.push_back("[" + a + "]");
   }
   boost::asio::io_context io;
   auto p = start(io, child(argv));
   observed o;
   watch(*p, o);
   REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
-  CHECK(o.lines == args);
+  CHECK(o.lines == expected);
   CHECK(o.status == exit_status::exited(0));
 }
 
