@@ -11,8 +11,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch() {
-  const auto dir = fs::temp_directory_path() / "baton-private-file-test";
+// One folder per test case: ctest runs the cases of this file in parallel, and a shared folder
+// emptied by one case under the other's feet failed the rename now and then.
+fs::path scratch(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("baton-private-file-test-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -29,7 +31,7 @@ std::string read(const fs::path& p) {
 
 TEST_CASE("a private file is written whole and readable only by its owner and admins",
           "[unit][private_file]") {
-  const auto dir = scratch();
+  const auto dir = scratch("whole");
   const auto file = dir / "secret.json";
   REQUIRE(baton::os::write_private_file(file, "first\n", std::nullopt));
   CHECK(read(file) == "first\n");
@@ -43,7 +45,7 @@ TEST_CASE("a private file is written whole and readable only by its owner and ad
 }
 
 TEST_CASE("private file errors name the group or the path", "[unit][private_file]") {
-  const auto dir = scratch();
+  const auto dir = scratch("errors");
   auto no_group = baton::os::write_private_file(dir / "a", "x", std::string("baton-no-such-group"));
   REQUIRE_FALSE(no_group);
   CHECK_THAT(no_group.error().message, Catch::Contains("baton-no-such-group"));

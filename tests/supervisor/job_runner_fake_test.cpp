@@ -49,7 +49,7 @@ bool run_to_rest(boost::asio::io_context& io, job_runner& r) {
 
 }  // namespace
 
-TEST_CASE("a failed record save pauses the job with the reason; resume finishes it",
+TEST_CASE("a failed record save pauses the job with the reason, and resume finishes it",
           "[unit][job_runner]") {
   using op = baton::fault_env::op;
   baton::mem_env files;
