@@ -14,13 +14,23 @@
 
 namespace baton {
 
+// What kind of failure an error is, where a caller must branch on it: callers test the code,
+// never the wording of the message. Most errors need none and stay `unspecified`.
+enum class errc {
+  unspecified,
+  // The new data is durable; only the clean-up after it (pruning, stale temp files) failed.
+  saved_but_cleanup_failed,
+};
+
 // Not constructible from a bare string on purpose: result<std::string> must stay unambiguous.
 // Build one with make_error().
 struct error {
   struct from_message_t {};
   error() = default;
-  error(from_message_t, std::string m) : message(std::move(m)) {}
+  error(from_message_t, std::string m, errc c = errc::unspecified)
+      : message(std::move(m)), code(c) {}
   std::string message;
+  errc code = errc::unspecified;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const error& e) { return os << e.message; }
@@ -40,13 +50,17 @@ template <class T>
 using result = boost::system::result<T, error>;
 using status = result<void>;
 
-inline error make_error(std::string message) {
-  return error(error::from_message_t{}, std::move(message));
+inline error make_error(std::string message, errc code = errc::unspecified) {
+  return error(error::from_message_t{}, std::move(message), code);
 }
 
-// Prefixes the message of a failed result with context ("checkpoint x: " + message).
+// Prefixes the message of a failed result with context ("checkpoint x: " + message); the code
+// is kept unless a new one is given.
 inline error with_context(const std::string& context, const error& e) {
-  return make_error(context + ": " + e.message);
+  return make_error(context + ": " + e.message, e.code);
+}
+inline error with_context(const std::string& context, const error& e, errc code) {
+  return make_error(context + ": " + e.message, code);
 }
 
 // Prefixes every line of a multi-line error (one problem per line) with `prefix`, compiler
@@ -63,7 +77,7 @@ inline error prefix_lines(const std::string& prefix, const error& e) {
     if (nl == std::string::npos) break;
     start = nl + 1;
   }
-  return make_error(std::move(out));
+  return make_error(std::move(out), e.code);
 }
 
 }  // namespace baton

@@ -178,7 +178,8 @@ result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
   // Prune only after a durable save, and never the file just written (even if its step is
   // older than files already here, e.g. after a job was rewound).
   if (auto s = prune(path); !s) {
-    return with_context("saved " + path.string() + " but pruning failed", s.error());
+    return with_context("saved " + path.string() + " but pruning failed", s.error(),
+                        errc::saved_but_cleanup_failed);
   }
   // Temp files for older steps can only be leftovers of a crashed writer: this one is newer.
   if (auto names = env_.list_dir(dir_)) {
@@ -186,7 +187,7 @@ result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
       if (auto s = temp_step_of(n); s && *s < step) {
         if (auto r = env_.remove_file(dir_ / n); !r) {
           return with_context("saved " + path.string() + " but removing a stale temp file failed",
-                              r.error());
+                              r.error(), errc::saved_but_cleanup_failed);
         }
       }
     }

@@ -49,8 +49,8 @@ class checkpoint_store {
   std::filesystem::path path_for_step(std::int64_t step) const;
 
   // Writes atomically, then removes the oldest beyond `keep`. On failure nothing that was
-  // already saved is touched. Returns the path written. An error that starts "saved <path> but"
-  // means the new checkpoint is durable and only pruning failed.
+  // already saved is touched. Returns the path written. An error with code
+  // errc::saved_but_cleanup_failed means the new checkpoint is durable and only pruning failed.
   result<std::filesystem::path> save(const checkpoint& c);
   // The same for a checkpoint whose tensors are views: their bytes go straight from the viewed
   // memory to the file, so saving needs no memory beyond the header.

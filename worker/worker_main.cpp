@@ -209,7 +209,7 @@ int run(worker_options opt) {
     auto saved = store.save(t.snapshot_view());
     if (saved) {
       path = *saved;
-    } else if (saved.error().message.rfind("saved ", 0) == 0) {
+    } else if (saved.error().code == errc::saved_but_cleanup_failed) {
       log("warning: " + saved.error().message);  // durable; only pruning failed
       path = store.path_for_step(t.step());
     } else {

@@ -245,6 +245,7 @@ TEST_CASE("checkpoint store reports a failed prune after a durable save",
   auto r = s.save(at_step(2));
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::StartsWith("saved " + s.path_for_step(2).string() + " but"));
+  CHECK(r.error().code == baton::errc::saved_but_cleanup_failed);
   auto l = s.load_newest();
   REQUIRE(l);
   CHECK((*l)->data.step() == 2);
