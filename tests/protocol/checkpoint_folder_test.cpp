@@ -154,7 +154,7 @@ TEST_CASE("every kind of damage to a sealed folder is named by file and reason",
   SECTION("a truncated file") {
     auto data = *e.read_file(folder / "sub/rng.bin");
     REQUIRE(e.put(folder / "sub/rng.bin", data.substr(0, 2)));
-    expect_file = (folder / "sub/rng.bin").string();
+    expect_file = (folder / "sub" / "rng.bin").string();
     expect_reason = "2 bytes, the manifest says 3";
   }
   SECTION("a missing file") {
@@ -164,7 +164,7 @@ TEST_CASE("every kind of damage to a sealed folder is named by file and reason",
   }
   SECTION("an extra file") {
     REQUIRE(e.put(folder / "sub/extra.txt", "hello"));
-    expect_file = (folder / "sub/extra.txt").string();
+    expect_file = (folder / "sub" / "extra.txt").string();
     expect_reason = "extra file (not in the manifest)";
   }
   SECTION("a manifest that lies about a size, digest recomputed") {

@@ -9,6 +9,7 @@
 
 #include "os/fault_env.h"
 #include "os/mem_env.h"
+#include "support/test_paths.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_runner.h"
 #include "support/fake_launcher.h"
@@ -18,6 +19,9 @@ using namespace std::chrono_literals;
 using json = nlohmann::json;
 
 namespace {
+
+// "/mem" on POSIX, "C:\\mem" on Windows: load_job_spec makes the job file's path absolute.
+std::filesystem::path mem_root() { return baton::test::abs_path("/mem"); }
 
 baton::protocol::job_spec spec_of(baton::mem_env& e) {
   const json doc = {
@@ -31,9 +35,9 @@ baton::protocol::job_spec spec_of(baton::mem_env& e) {
       {"shard", {{"epochs", 2}}},
       {"memory", {{"poll_ms", 10}}},
       {"worker", {{"command", {"fake-trainer"}}}}};
-  REQUIRE(e.create_dirs("/mem"));
-  REQUIRE(e.put("/mem/job.json", doc.dump()));
-  auto spec = baton::protocol::load_job_spec(e, "/mem/job.json");
+  REQUIRE(e.create_dirs(mem_root()));
+  REQUIRE(e.put(mem_root() / "job.json", doc.dump()));
+  auto spec = baton::protocol::load_job_spec(e, mem_root() / "job.json");
   REQUIRE(spec);
   return *spec;
 }
@@ -55,7 +59,7 @@ TEST_CASE("a failed record save pauses the job with the reason, and resume finis
   baton::mem_env files;
   const auto spec = spec_of(files);
   baton::fault_env fe(files);
-  job_store store(fe, "/mem/state");
+  job_store store(fe, mem_root() / "state");
   REQUIRE(store.open());
   auto created = store.create(spec, 16, "j");
   REQUIRE(created);
@@ -98,7 +102,7 @@ TEST_CASE("a worker that breaks the protocol is killed as a protocol violation",
   baton::mem_env files;
   auto spec = spec_of(files);
   spec.restart.max_failures = 1;
-  job_store store(files, "/mem/state");
+  job_store store(files, mem_root() / "state");
   REQUIRE(store.open());
   auto created = store.create(spec, 16, "j");
   REQUIRE(created);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "os/mem_env.h"
+#include "support/test_paths.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_store.h"
 #include "support/fake_launcher.h"
@@ -19,6 +20,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
+
+// "/mem" on POSIX, "C:\\mem" on Windows: load_job_spec makes the job file's path absolute.
+std::filesystem::path mem_root() { return baton::test::abs_path("/mem"); }
 
 // 512 samples in batches of 64 for two epochs, one shard per epoch: 16 steps in 2 workers.
 json job_doc(const std::string& name) {
@@ -37,13 +41,13 @@ json job_doc(const std::string& name) {
 
 struct fixture {
   fixture() {
-    REQUIRE(files.create_dirs("/mem"));
+    REQUIRE(files.create_dirs(mem_root()));
     trainer.files = &files;
     launcher.script = trainer.script();
     write_config(job_doc("j"));
   }
 
-  void write_config(const json& doc) { REQUIRE(files.put("/mem/job.json", doc.dump())); }
+  void write_config(const json& doc) { REQUIRE(files.put(mem_root() / "job.json", doc.dump())); }
 
   struct outcome {
     int code;
@@ -55,8 +59,8 @@ struct fixture {
     std::ostringstream out, err;
     baton::cli_context ctx{out, err, files};
     baton::run_options o;
-    o.config = "/mem/job.json";
-    o.state_dir = "/mem/state";
+    o.config = mem_root() / "job.json";
+    o.state_dir = mem_root() / "state";
     o.json = true;
     o.become_subreaper = false;
     const int code = baton::run_job(o, ctx, launcher);
@@ -67,9 +71,9 @@ struct fixture {
 
   // The job's record as an earlier run left it: `state`, and a worker still open if asked.
   void leave(job_state state, bool open_shard) {
-    job_store store(files, "/mem/state");
+    job_store store(files, mem_root() / "state");
     REQUIRE(store.open());
-    auto spec = baton::protocol::load_job_spec(files, "/mem/job.json");
+    auto spec = baton::protocol::load_job_spec(files, mem_root() / "job.json");
     REQUIRE(spec);
     auto r = store.create(*spec, 16, "j");
     REQUIRE(r);
@@ -103,7 +107,7 @@ TEST_CASE("baton run completes a job in fresh workers and prints the summary", "
   REQUIRE(f.launcher.workers.size() == 2);
   CHECK(f.launcher.workers[1]->env("BATON_START_STEP") == "8");
   // The record on disk is the one the summary shows.
-  job_store store(f.files, "/mem/state");
+  job_store store(f.files, mem_root() / "state");
   auto back = store.load("j");
   REQUIRE(back);
   CHECK(back->record.state == job_state::completed);
