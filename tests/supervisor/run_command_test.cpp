@@ -59,8 +59,8 @@ struct fixture {
     std::ostringstream out, err;
     baton::cli_context ctx{out, err, files};
     baton::run_options o;
-    o.config = mem_root() / "job.json";
-    o.state_dir = mem_root() / "state";
+    o.config = (mem_root() / "job.json").string();
+    o.state_dir = (mem_root() / "state").string();
     o.json = true;
     o.become_subreaper = false;
     const int code = baton::run_job(o, ctx, launcher);
