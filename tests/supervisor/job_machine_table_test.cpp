@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "supervisor/job_machine.h"
+#include "supervisor/job_machine_fixture.h"
 
 using namespace baton::supervisor;
 using baton::os::exit_status;
@@ -16,45 +17,9 @@ using baton::protocol::done_msg;
 
 namespace {
 
-constexpr std::uint64_t mib = 1024 * 1024;
-
-machine_settings settings() {
-  machine_settings m;
-  m.memory.soft_limit_mib = 1000;
-  m.memory.hard_limit_mib = 1500;
-  m.restart.max_failures = 5;
-  m.restart.backoff_initial_ms = 1000;
-  m.restart.backoff_multiplier = 2.0;
-  m.restart.backoff_max_ms = 8000;
-  m.worker.stall_timeout_ms = 120000;
-  m.worker.stop_grace_ms = 30000;
-  return m;
-}
-
-std::string describe(const action& a) {
-  std::ostringstream o;
-  std::visit(
-      [&](const auto& x) {
-        using A = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<A, act::spawn_worker>) o << "spawn_worker";
-        if constexpr (std::is_same_v<A, act::send_stop>) o << "send_stop";
-        if constexpr (std::is_same_v<A, act::kill_group>) o << "kill_group";
-        if constexpr (std::is_same_v<A, act::start_timer>)
-          o << "start_timer{" << to_string(x.kind) << "," << x.ms << "}";
-        if constexpr (std::is_same_v<A, act::cancel_timer>)
-          o << "cancel_timer{" << to_string(x.kind) << "}";
-        if constexpr (std::is_same_v<A, act::record_exit>)
-          o << "record_exit{" << to_string(x.cause) << "," << x.status.describe() << "," << x.detail
-            << "}";
-        if constexpr (std::is_same_v<A, act::close_interrupted_shard>)
-          o << "close_interrupted_shard{" << x.detail << "}";
-        if constexpr (std::is_same_v<A, act::log_event>) o << "log_event{" << x.message << "}";
-        if constexpr (std::is_same_v<A, act::request_slot>) o << "request_slot";
-        if constexpr (std::is_same_v<A, act::persist>) o << "persist";
-      },
-      a);
-  return o.str();
-}
+using baton::supervisor::testing::describe;
+using baton::supervisor::testing::mib;
+using baton::supervisor::testing::settings;
 
 struct machine {
   machine_settings cfg = settings();
