@@ -19,7 +19,7 @@
 #include "protocol/checkpoint_folder.h"
 
 namespace fs = std::filesystem;
-using baton::env;
+using baton::os::env;
 namespace protocol = baton::protocol;
 
 namespace {

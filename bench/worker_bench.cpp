@@ -54,7 +54,7 @@ double median(std::vector<double> v) {
 
 // A field of /proc/self/status in bytes ("VmRSS", "VmHWM"); nullopt where there is no /proc.
 std::optional<double> proc_status_bytes(const char* field) {
-  auto text = env::default_env().read_file("/proc/self/status");
+  auto text = os::env::default_env().read_file("/proc/self/status");
   if (!text) return std::nullopt;
   std::istringstream in(*text);
   std::string line;
@@ -67,7 +67,7 @@ std::optional<double> proc_status_bytes(const char* field) {
 
 // Resets VmHWM to the current RSS (Linux clear_refs "5") so each run reports its own peak.
 void reset_peak_rss() {
-  auto f = env::default_env().new_writable_file("/proc/self/clear_refs");
+  auto f = os::env::default_env().new_writable_file("/proc/self/clear_refs");
   if (f) {
     (void)(*f)->append("5");
     (void)(*f)->close();
@@ -75,7 +75,7 @@ void reset_peak_rss() {
 }
 
 std::string load_average() {
-  auto text = env::default_env().read_file("/proc/loadavg");
+  auto text = os::env::default_env().read_file("/proc/loadavg");
   if (!text) return "n/a";
   return text->substr(0, text->find(' '));
 }

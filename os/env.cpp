@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <random>
 
-namespace baton {
+namespace baton::os {
 
 namespace {
 
@@ -72,4 +72,4 @@ status write_file_atomic(env& e, const std::filesystem::path& path,
   return {};
 }
 
-}  // namespace baton
+}  // namespace baton::os

@@ -16,7 +16,7 @@
 
 #include "base/status.h"
 
-namespace baton {
+namespace baton::os {
 
 // A file opened for writing from scratch. Nothing is durable until sync() returns success.
 class writable_file {
@@ -104,4 +104,4 @@ status write_file_atomic(env& e, const std::filesystem::path& path, std::string_
 status write_file_atomic(env& e, const std::filesystem::path& path,
                          const std::function<status(writable_file&)>& write);
 
-}  // namespace baton
+}  // namespace baton::os

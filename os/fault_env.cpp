@@ -1,6 +1,6 @@
 #include "os/fault_env.h"
 
-namespace baton {
+namespace baton::os {
 
 class fault_env::file final : public writable_file {
  public:
@@ -218,4 +218,4 @@ status fault_env::sync_file(const std::filesystem::path& path) {
   return base_.sync_file(path);
 }
 
-}  // namespace baton
+}  // namespace baton::os

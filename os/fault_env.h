@@ -13,7 +13,7 @@
 
 #include "os/env.h"
 
-namespace baton {
+namespace baton::os {
 
 class fault_env : public env {
  public:
@@ -102,4 +102,4 @@ class fault_env : public env {
   std::int64_t fired_ = 0;
 };
 
-}  // namespace baton
+}  // namespace baton::os

@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-namespace baton {
+namespace baton::os {
 
 namespace {
 // True when `p` lies strictly inside folder `dir` (both keys).
@@ -220,4 +220,4 @@ std::map<std::string, std::string> mem_env::files() const {
   return out;
 }
 
-}  // namespace baton
+}  // namespace baton::os

@@ -12,7 +12,7 @@
 
 #include "os/env.h"
 
-namespace baton {
+namespace baton::os {
 
 class mem_env : public env {
  public:
@@ -50,4 +50,4 @@ class mem_env : public env {
   std::set<std::string> dirs_;
 };
 
-}  // namespace baton
+}  // namespace baton::os

@@ -49,17 +49,17 @@ bool is_utf8(const std::string& s) {
   }
 }
 
-std::string entry_text(entry_kind k) {
+std::string entry_text(os::entry_kind k) {
   switch (k) {
-    case entry_kind::missing:
+    case os::entry_kind::missing:
       return "missing";
-    case entry_kind::regular:
+    case os::entry_kind::regular:
       return "a regular file";
-    case entry_kind::directory:
+    case os::entry_kind::directory:
       return "a folder";
-    case entry_kind::symlink:
+    case os::entry_kind::symlink:
       return "a symlink";
-    case entry_kind::other:
+    case os::entry_kind::other:
       return "a special file (FIFO, socket or device)";
   }
   return "?";
@@ -90,7 +90,7 @@ struct folder_tree {
   std::vector<fs::path> dirs;        // below the top, parents before children
 };
 
-status walk(env& e, const fs::path& top, const fs::path& dir, const std::string& rel, int depth,
+status walk(os::env& e, const fs::path& top, const fs::path& dir, const std::string& rel, int depth,
             folder_tree& out) {
   auto names = e.list_dir(dir);
   if (!names) return names.error();
@@ -100,14 +100,14 @@ status walk(env& e, const fs::path& top, const fs::path& dir, const std::string&
     auto info = e.stat_no_follow(p);
     if (!info) return info.error();
     switch (info->kind) {
-      case entry_kind::regular:
+      case os::entry_kind::regular:
         if (out.files.size() >= max_folder_files) {
           return make_error(top.string() + ": more than " + std::to_string(max_folder_files) +
                             " files");
         }
         out.files.push_back({r, info->size, 0});
         break;
-      case entry_kind::directory:
+      case os::entry_kind::directory:
         if (depth + 1 > max_folder_depth) {
           return make_error(p.string() + ": folders nested deeper than " +
                             std::to_string(max_folder_depth) + " levels");
@@ -115,10 +115,10 @@ status walk(env& e, const fs::path& top, const fs::path& dir, const std::string&
         out.dirs.push_back(p);
         if (auto s = walk(e, top, p, r, depth + 1, out); !s) return s;
         break;
-      case entry_kind::missing:
+      case os::entry_kind::missing:
         return make_error(p.string() + ": vanished while the folder was read");
-      case entry_kind::symlink:
-      case entry_kind::other:
+      case os::entry_kind::symlink:
+      case os::entry_kind::other:
         return make_error(p.string() + ": " + entry_text(info->kind) +
                           " (a checkpoint folder holds only regular files and folders)");
     }
@@ -126,7 +126,7 @@ status walk(env& e, const fs::path& top, const fs::path& dir, const std::string&
   return {};
 }
 
-result<folder_tree> read_tree(env& e, const fs::path& folder) {
+result<folder_tree> read_tree(os::env& e, const fs::path& folder) {
   folder_tree t;
   if (auto s = walk(e, folder, folder, "", 0, t); !s) return s.error();
   std::sort(t.files.begin(), t.files.end(),
@@ -260,7 +260,7 @@ result<folder_manifest> decode_manifest(std::string_view bytes, std::string_view
   return m;
 }
 
-result<file_hash> hash_file(env& e, const fs::path& path) {
+result<file_hash> hash_file(os::env& e, const fs::path& path) {
   auto f = e.new_readable_file(path);
   if (!f) return f.error();
   file_hash out;
@@ -280,24 +280,24 @@ result<file_hash> hash_file(env& e, const fs::path& path) {
   return out;
 }
 
-result<std::vector<manifest_file>> list_folder_files(env& e, const fs::path& folder) {
+result<std::vector<manifest_file>> list_folder_files(os::env& e, const fs::path& folder) {
   auto t = read_tree(e, folder);
   if (!t) return t.error();
   return std::move(t->files);
 }
 
-result<sealed_folder> seal_checkpoint_folder(env& e, const fs::path& staging_folder,
+result<sealed_folder> seal_checkpoint_folder(os::env& e, const fs::path& staging_folder,
                                              const fs::path& dest_dir, const std::string& job_id,
                                              std::int64_t step) {
   const auto top = e.stat_no_follow(staging_folder);
   if (!top) return top.error();
-  if (top->kind != entry_kind::directory) {
+  if (top->kind != os::entry_kind::directory) {
     return make_error(staging_folder.string() + ": " + entry_text(top->kind) + ", not a folder");
   }
   const fs::path own_manifest = staging_folder / folder_manifest_name;
   if (auto m = e.stat_no_follow(own_manifest); !m) {
     return m.error();
-  } else if (m->kind != entry_kind::missing) {
+  } else if (m->kind != os::entry_kind::missing) {
     return make_error(own_manifest.string() +
                       ": the worker wrote a baton-manifest.json (baton writes it when it seals)");
   }
@@ -320,7 +320,7 @@ result<sealed_folder> seal_checkpoint_folder(env& e, const fs::path& staging_fol
   }
   out.manifest.files = std::move(tree->files);
 
-  if (auto s = write_file_atomic(e, own_manifest, encode_manifest(out.manifest)); !s) {
+  if (auto s = os::write_file_atomic(e, own_manifest, encode_manifest(out.manifest)); !s) {
     return s.error();
   }
   // Children first, so each folder's entries are on disk before the folder above is synced.
@@ -332,9 +332,9 @@ result<sealed_folder> seal_checkpoint_folder(env& e, const fs::path& staging_fol
   out.path = dest_dir / folder_name_for_step(step);
   auto existing = e.stat_no_follow(out.path);
   if (!existing) return existing.error();
-  if (existing->kind == entry_kind::directory) {
+  if (existing->kind == os::entry_kind::directory) {
     if (auto s = e.remove_dir_all(out.path); !s) return s.error();
-  } else if (existing->kind != entry_kind::missing) {
+  } else if (existing->kind != os::entry_kind::missing) {
     if (auto s = e.remove_file(out.path); !s) return s.error();
   }
   if (auto s = e.rename_file(staging_folder, out.path); !s) return s.error();
@@ -342,21 +342,21 @@ result<sealed_folder> seal_checkpoint_folder(env& e, const fs::path& staging_fol
   return out;
 }
 
-result<folder_manifest> verify_checkpoint_folder(env& e, const fs::path& folder) {
+result<folder_manifest> verify_checkpoint_folder(os::env& e, const fs::path& folder) {
   const std::string where = folder.string();
   const auto top = e.stat_no_follow(folder);
   if (!top) return top.error();
-  if (top->kind != entry_kind::directory) {
+  if (top->kind != os::entry_kind::directory) {
     return make_error(where + ": " + entry_text(top->kind) + ", not a checkpoint folder");
   }
   const fs::path manifest_path = folder / folder_manifest_name;
   const std::string mwhat = manifest_path.string();
   auto minfo = e.stat_no_follow(manifest_path);
   if (!minfo) return minfo.error();
-  if (minfo->kind == entry_kind::missing) {
+  if (minfo->kind == os::entry_kind::missing) {
     return make_error(mwhat + ": missing (the folder was never sealed)");
   }
-  if (minfo->kind != entry_kind::regular) {
+  if (minfo->kind != os::entry_kind::regular) {
     return make_error(mwhat + ": " + entry_text(minfo->kind) + ", not a regular file");
   }
   if (minfo->size > max_manifest_bytes) {
@@ -389,7 +389,7 @@ result<folder_manifest> verify_checkpoint_folder(env& e, const fs::path& folder)
     const fs::path p = folder / fs::path(want.path).make_preferred();
     if (i == present.size() || present[i].path != want.path) {
       auto info = e.stat_no_follow(p);
-      if (info && info->kind != entry_kind::missing) {
+      if (info && info->kind != os::entry_kind::missing) {
         return make_error(p.string() + ": " + entry_text(info->kind) +
                           ", the manifest lists a regular file");
       }

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "os/env.h"
 #include "base/status.h"
+#include "os/env.h"
 
 namespace baton::protocol {
 
@@ -53,12 +53,13 @@ struct file_hash {
   std::uint64_t size = 0;
   std::uint64_t xxh64 = 0;
 };
-result<file_hash> hash_file(env& e, const std::filesystem::path& path);
+result<file_hash> hash_file(os::env& e, const std::filesystem::path& path);
 
 // Every regular file under `folder` (relative '/'-separated paths, sorted, with sizes), found
 // without following links. Fails, naming the entry, on a symlink or special file anywhere, more
 // than max_folder_files files or a depth beyond max_folder_depth.
-result<std::vector<manifest_file>> list_folder_files(env& e, const std::filesystem::path& folder);
+result<std::vector<manifest_file>> list_folder_files(os::env& e,
+                                                     const std::filesystem::path& folder);
 
 // "ckpt-<12 digits>" for a step.
 std::string folder_name_for_step(std::int64_t step);
@@ -73,12 +74,13 @@ struct sealed_folder {
 // folder, replaces any `ckpt-<step>` already in `dest_dir`, renames, syncs `dest_dir`. On failure
 // `staging_folder` is left where it was (the caller discards it) and nothing in `dest_dir` that
 // verified is touched.
-result<sealed_folder> seal_checkpoint_folder(env& e, const std::filesystem::path& staging_folder,
+result<sealed_folder> seal_checkpoint_folder(os::env& e,
+                                             const std::filesystem::path& staging_folder,
                                              const std::filesystem::path& dest_dir,
                                              const std::string& job_id, std::int64_t step);
 
 // Verifies a sealed folder against its manifest; the error names the file and the reason.
 // Reads every file once, a chunk at a time.
-result<folder_manifest> verify_checkpoint_folder(env& e, const std::filesystem::path& folder);
+result<folder_manifest> verify_checkpoint_folder(os::env& e, const std::filesystem::path& folder);
 
 }  // namespace baton::protocol

@@ -50,7 +50,7 @@ std::optional<std::int64_t> temp_step_of(std::string_view name) {
 
 }  // namespace
 
-checkpoint_store::checkpoint_store(env& e, std::filesystem::path dir, int keep)
+checkpoint_store::checkpoint_store(os::env& e, std::filesystem::path dir, int keep)
     : env_(e), dir_(std::move(dir)), keep_(std::max(keep, 1)) {}
 
 std::filesystem::path checkpoint_store::path_for_step(std::int64_t step) const {
@@ -159,11 +159,11 @@ result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
 
   status written;
   try {
-    written = write_file_atomic(env_, path, [&](writable_file& f) {
+    written = os::write_file_atomic(env_, path, [&](os::writable_file& f) {
       return write_checkpoint(c, [&](std::string_view piece) { return f.append(piece); });
     });
   } catch (const std::exception& ex) {
-    // write_file_atomic cleans up after failures it returns, not after a throwing env (a test
+    // os::write_file_atomic cleans up after failures it returns, not after a throwing env (a test
     // env, or bad_alloc); remove the temp file it left so nothing half-written stays behind.
     written = make_error("writing " + path.string() + ": " + ex.what());
     if (auto names = env_.list_dir(dir_)) {

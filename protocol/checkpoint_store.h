@@ -43,7 +43,7 @@ struct verified_checkpoint {
 class checkpoint_store {
  public:
   // `keep` below 1 is taken as 1: the file just saved is never pruned.
-  checkpoint_store(env& e, std::filesystem::path dir, int keep);
+  checkpoint_store(os::env& e, std::filesystem::path dir, int keep);
 
   const std::filesystem::path& dir() const { return dir_; }
   std::filesystem::path path_for_step(std::int64_t step) const;
@@ -86,7 +86,7 @@ class checkpoint_store {
   };
   result<std::vector<entry>> entries() const;
 
-  env& env_;
+  os::env& env_;
   std::filesystem::path dir_;
   int keep_;
 };

@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-namespace baton {
+namespace baton::protocol {
 
 std::uint64_t xxh64(std::string_view data, std::uint64_t seed) {
   return XXH64(data.data(), data.size(), seed);
@@ -36,4 +36,4 @@ void xxh64_stream::update(std::string_view data) {
 
 std::uint64_t xxh64_stream::digest() const { return XXH64_digest(&state_->s); }
 
-}  // namespace baton
+}  // namespace baton::protocol

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace baton {
+namespace baton::protocol {
 
 std::uint64_t xxh64(std::string_view data, std::uint64_t seed = 0);
 
@@ -30,4 +30,4 @@ class xxh64_stream {
   state* state_;
 };
 
-}  // namespace baton
+}  // namespace baton::protocol

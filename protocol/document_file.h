@@ -14,7 +14,7 @@ namespace baton::protocol {
 
 // `parse(text, base_dir)` returns a result<T>; `what` names the file kind in read errors.
 template <class Parse>
-auto load_document(env& e, const std::filesystem::path& file, const std::string& what,
+auto load_document(os::env& e, const std::filesystem::path& file, const std::string& what,
                    Parse&& parse) -> decltype(parse(std::string_view{}, file)) {
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(file, ec);

@@ -625,11 +625,11 @@ result<job_spec> parse_job_spec(std::string_view text, const fs::path& base_dir)
   return spec;
 }
 
-result<job_spec> load_job_spec(env& e, const fs::path& file) {
+result<job_spec> load_job_spec(os::env& e, const fs::path& file) {
   return load_document(e, file, "job file", parse_job_spec);
 }
 
-status check_job_files(env& e, const job_spec& spec) {
+status check_job_files(os::env& e, const job_spec& spec) {
   std::vector<std::string> errors;
   const auto need = [&](const std::string& json_path, const fs::path& p) {
     if (!e.file_exists(p)) errors.push_back(json_path + ": file not found: " + p.string());

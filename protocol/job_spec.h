@@ -17,7 +17,7 @@
 
 #include "base/status.h"
 
-namespace baton {
+namespace baton::os {
 class env;
 }
 
@@ -177,10 +177,10 @@ inline constexpr int max_job_document_depth = 64;
 result<job_spec> parse_job_spec(std::string_view text, const std::filesystem::path& base_dir);
 
 // Reads and parses a job file; file errors name the file.
-result<job_spec> load_job_spec(env& e, const std::filesystem::path& file);
+result<job_spec> load_job_spec(os::env& e, const std::filesystem::path& file);
 
 // Checks that every file the job names exists (data files, initial weights).
-status check_job_files(env& e, const job_spec& spec);
+status check_job_files(os::env& e, const job_spec& spec);
 
 // Checks that the spec has what the built-in trainer needs (data, model, training): only a job
 // with worker.command can lack them, and then baton-worker cannot train it.

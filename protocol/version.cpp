@@ -1,5 +1,5 @@
 #include "protocol/version.h"
 
-namespace baton {
+namespace baton::protocol {
 std::string_view version() { return "0.1.0"; }
-}  // namespace baton
+}  // namespace baton::protocol

@@ -3,6 +3,6 @@
 
 #include <string_view>
 
-namespace baton {
+namespace baton::protocol {
 std::string_view version();
 }

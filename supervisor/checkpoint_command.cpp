@@ -9,23 +9,24 @@
 #include "protocol/checkpoint.h"
 #include "protocol/checkpoint_folder.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 namespace {
 
 // Step of a verified file or folder; the error names the file and the reason.
-result<std::int64_t> verify_any(env& e, const std::string& path) {
+result<std::int64_t> verify_any(os::env& e, const std::string& path) {
   auto info = e.stat_no_follow(path);
   if (!info) return info.error();
-  if (info->kind == entry_kind::directory) {
+  if (info->kind == os::entry_kind::directory) {
     auto m = protocol::verify_checkpoint_folder(e, path);
     if (!m) return m.error();
     return m->step;
   }
-  if (info->kind != entry_kind::regular) {
+  if (info->kind != os::entry_kind::regular) {
     return make_error(path + ": " +
-                      (info->kind == entry_kind::missing ? std::string("does not exist")
-                                                         : std::string("not a file or a folder")));
+                      (info->kind == os::entry_kind::missing
+                           ? std::string("does not exist")
+                           : std::string("not a file or a folder")));
   }
   auto file = e.new_readable_file(path);
   if (!file) return file.error();
@@ -62,4 +63,4 @@ void add_checkpoint_command(CLI::App& app, cli_context& ctx) {
   });
 }
 
-}  // namespace baton
+}  // namespace baton::supervisor

@@ -5,8 +5,8 @@
 
 #include "supervisor/cli.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 void add_checkpoint_command(CLI::App& app, cli_context& ctx);
 
-}  // namespace baton
+}  // namespace baton::supervisor

@@ -13,7 +13,7 @@
 #include "supervisor/serve_command.h"
 #include "supervisor/service_command.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 namespace {
 
@@ -59,14 +59,14 @@ void add_validate_command(CLI::App& app, cli_context& ctx) {
 int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app("baton: keeps long training runs alive by sharding them across fresh workers",
                "baton");
-  app.set_version_flag("--version", std::string(version()));
+  app.set_version_flag("--version", std::string(protocol::version()));
   app.require_subcommand(1);
   app.footer("Exit codes: 0 ok, 1 failure, 2 invalid job config, 64 bad command line.\n");
   // CLI11 defaults to reading "/name" as an option on Windows, so a path argument such as
   // "/jobs/a.json" would be rejected there; baton's options are "--name" on every platform.
   // Set before the subcommands are added: each copies it from its parent when created.
   app.allow_windows_style_options(false);
-  cli_context ctx{out, err, env::default_env()};
+  cli_context ctx{out, err, os::env::default_env()};
   add_validate_command(app, ctx);
   add_run_command(app, ctx);
   add_serve_command(app, ctx);
@@ -91,4 +91,4 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
 int run_cli(int argc, char** argv) { return run_cli(argc, argv, std::cout, std::cerr); }
 
-}  // namespace baton
+}  // namespace baton::supervisor

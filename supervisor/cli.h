@@ -11,9 +11,11 @@ namespace CLI {
 class App;
 }
 
-namespace baton {
-
+namespace baton::os {
 class env;
+}
+
+namespace baton::supervisor {
 
 // Exit codes shared by every verb.
 inline constexpr int exit_ok = 0;
@@ -25,7 +27,7 @@ inline constexpr int exit_usage = 64;   // bad command line (sysexits EX_USAGE)
 struct cli_context {
   std::ostream& out;
   std::ostream& err;
-  env& environment;
+  os::env& environment;
   int exit_code = exit_ok;
 };
 
@@ -36,4 +38,4 @@ void add_validate_command(CLI::App& app, cli_context& ctx);
 int run_cli(int argc, char** argv);
 int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err);
 
-}  // namespace baton
+}  // namespace baton::supervisor

@@ -16,7 +16,7 @@
 #include "supervisor/control_server.h"
 #include "supervisor/run_report.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -422,4 +422,4 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
   });
 }
 
-}  // namespace baton
+}  // namespace baton::supervisor

@@ -11,7 +11,7 @@
 
 #include "supervisor/cli.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 void add_submit_command(CLI::App& app, cli_context& ctx);
 void add_list_command(CLI::App& app, cli_context& ctx);
@@ -29,4 +29,4 @@ std::string format_job_status(const nlohmann::json& status);
 // `baton list`: one line per job.
 std::string format_job_list(const nlohmann::json& list);
 
-}  // namespace baton
+}  // namespace baton::supervisor

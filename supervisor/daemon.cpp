@@ -99,7 +99,7 @@ json job_status_json(const job_record& r, const live_status* live,
   return j;
 }
 
-result<log_chunk> read_log_chunk(env& e, const fs::path& file, std::uint64_t offset,
+result<log_chunk> read_log_chunk(os::env& e, const fs::path& file, std::uint64_t offset,
                                  std::size_t max_bytes) {
   log_chunk c;
   c.offset = c.next_offset = offset;
@@ -138,7 +138,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     const job_record& current() const { return runner ? runner->record() : record; }
   };
 
-  impl(asio::io_context& io_, env& e_, daemon_options o)
+  impl(asio::io_context& io_, os::env& e_, daemon_options o)
       : io(io_),
         e(e_),
         options(std::move(o)),
@@ -146,7 +146,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
         started_ms(unix_ms_now()) {}
 
   asio::io_context& io;
-  env& e;
+  os::env& e;
   daemon_options options;
   job_store store;
   std::unique_ptr<control_server> server;
@@ -567,7 +567,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     for (const auto& [id, j] : jobs) ++by_state[std::string(to_string(j.current().state))];
     return {200,
             {{"status", stopping ? "stopping" : "ok"},
-             {"version", std::string(version())},
+             {"version", std::string(protocol::version())},
              {"pid", os::current_pid()},
              {"uptime_ms", unix_ms_now() - started_ms},
              {"max_workers", options.settings.max_workers},
@@ -578,7 +578,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   }
 };
 
-daemon::daemon(asio::io_context& io, env& e, daemon_options options)
+daemon::daemon(asio::io_context& io, os::env& e, daemon_options options)
     : impl_(std::make_shared<impl>(io, e, std::move(options))) {}
 
 daemon::~daemon() {

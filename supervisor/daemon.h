@@ -54,7 +54,7 @@ struct daemon_options {
 
 class daemon final : public api_handler {
  public:
-  daemon(boost::asio::io_context& io, env& e, daemon_options options);
+  daemon(boost::asio::io_context& io, os::env& e, daemon_options options);
   ~daemon() override;  // kills any worker still running
   daemon(const daemon&) = delete;
   daemon& operator=(const daemon&) = delete;
@@ -101,7 +101,7 @@ struct log_chunk {
   std::string data;
 };
 inline constexpr std::size_t max_log_chunk_bytes = 64 * 1024;
-result<log_chunk> read_log_chunk(env& e, const std::filesystem::path& file, std::uint64_t offset,
-                                 std::size_t max_bytes = max_log_chunk_bytes);
+result<log_chunk> read_log_chunk(os::env& e, const std::filesystem::path& file,
+                                 std::uint64_t offset, std::size_t max_bytes = max_log_chunk_bytes);
 
 }  // namespace baton::supervisor

@@ -186,7 +186,7 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
   return s;
 }
 
-result<daemon_settings> load_daemon_settings(env& e, const fs::path& file) {
+result<daemon_settings> load_daemon_settings(os::env& e, const fs::path& file) {
   return protocol::load_document(e, file, "settings file", parse_daemon_settings);
 }
 

@@ -14,7 +14,7 @@
 
 #include "base/status.h"
 
-namespace baton {
+namespace baton::os {
 class env;
 }
 
@@ -51,7 +51,7 @@ result<daemon_settings> parse_daemon_settings(std::string_view text,
                                               const std::filesystem::path& base_dir);
 
 // Reads and parses a settings file; every error line is prefixed with the file name.
-result<daemon_settings> load_daemon_settings(env& e, const std::filesystem::path& file);
+result<daemon_settings> load_daemon_settings(os::env& e, const std::filesystem::path& file);
 
 // Every field, defaults included (absent optionals as null): `baton serve` logs it at start.
 nlohmann::json to_json(const daemon_settings& s);

@@ -44,7 +44,7 @@ void close_interrupted_shard(job_record& r, const std::string& why) {
   ++r.exits_by_cause[std::string(to_string(exit_cause::stopped))];
 }
 
-void append_line(env& e, const fs::path& file, std::string_view line) {
+void append_line(os::env& e, const fs::path& file, std::string_view line) {
   auto f = e.new_appendable_file(file);
   if (!f) return;
   std::string text(line);
@@ -55,12 +55,12 @@ void append_line(env& e, const fs::path& file, std::string_view line) {
 
 }  // namespace
 
-void append_job_log(env& e, const job_store& store, const std::string& id,
+void append_job_log(os::env& e, const job_store& store, const std::string& id,
                     const std::string& message) {
   append_line(e, store.log_path(id), "[baton] " + message);
 }
 
-rest_outcome feed_job_at_rest(env& e, job_store& store, job_record& record, const event& ev) {
+rest_outcome feed_job_at_rest(os::env& e, job_store& store, job_record& record, const event& ev) {
   rest_outcome out;
   // At rest nothing reads the worker settings: no worker, no timer can be asked for.
   auto r = transition(record, job_runtime{}, ev, machine_settings{});
@@ -80,8 +80,9 @@ rest_outcome feed_job_at_rest(env& e, job_store& store, job_record& record, cons
   return out;
 }
 
-status verify_reported_checkpoint(env& e, const fs::path& checkpoint_dir, const std::string& path,
-                                  std::int64_t step, const std::string& digest) {
+status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir,
+                                  const std::string& path, std::int64_t step,
+                                  const std::string& digest) {
   const fs::path p = fs::path(path).lexically_normal();
   if (!p.is_absolute() || p.parent_path() != checkpoint_dir.lexically_normal()) {
     return make_error("checkpoint " + path + " is not a file in the job's checkpoint folder " +
@@ -112,7 +113,7 @@ fs::path staging_dir_for(const fs::path& checkpoint_dir, std::int64_t shard_inde
   return (ec ? dir : abs).lexically_normal();
 }
 
-status check_folder_announcement(env& e, const fs::path& staging_dir, const std::string& path,
+status check_folder_announcement(os::env& e, const fs::path& staging_dir, const std::string& path,
                                  std::int64_t step, std::int64_t newest_step) {
   const fs::path raw(path);
   if (!raw.is_absolute()) return make_error("not an absolute path");
@@ -139,16 +140,16 @@ status check_folder_announcement(env& e, const fs::path& staging_dir, const std:
   auto info = e.stat_no_follow(p);
   if (!info) return info.error();
   switch (info->kind) {
-    case entry_kind::directory:
+    case os::entry_kind::directory:
       return {};
-    case entry_kind::symlink:
+    case os::entry_kind::symlink:
       return make_error(p.string() + ": a symlink, not a folder");
-    case entry_kind::missing:
+    case os::entry_kind::missing:
       return make_error(p.string() + ": does not exist");
-    case entry_kind::regular:
+    case os::entry_kind::regular:
       return make_error(p.string() +
                         ": a file, not a folder (a checkpoint file is announced with its digest)");
-    case entry_kind::other:
+    case os::entry_kind::other:
       break;
   }
   return make_error(p.string() + ": a special file, not a folder");
@@ -197,7 +198,7 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
 }
 
 struct job_runner::impl : std::enable_shared_from_this<impl> {
-  impl(asio::io_context& io_, env& files_, process_launcher& launcher_, job_store& store_,
+  impl(asio::io_context& io_, os::env& files_, process_launcher& launcher_, job_store& store_,
        job_record record_, protocol::job_spec spec_, runner_options options_)
       : io(io_),
         files(files_),
@@ -213,7 +214,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         drain_timer(io_) {}
 
   asio::io_context& io;
-  env& files;
+  os::env& files;
   process_launcher& launcher;
   job_store& store;
   job_record record;  // its job_standing is the machine's persisted state
@@ -648,8 +649,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 };
 
-job_runner::job_runner(asio::io_context& io, env& e, process_launcher& launcher, job_store& store,
-                       job_record record, protocol::job_spec spec, runner_options options)
+job_runner::job_runner(asio::io_context& io, os::env& e, process_launcher& launcher,
+                       job_store& store, job_record record, protocol::job_spec spec,
+                       runner_options options)
     : impl_(std::make_shared<impl>(io, e, launcher, store, std::move(record), std::move(spec),
                                    std::move(options))) {}
 

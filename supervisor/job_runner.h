@@ -55,7 +55,7 @@ struct runner_options {
 
 class job_runner {
  public:
-  job_runner(boost::asio::io_context& io, env& e, process_launcher& launcher, job_store& store,
+  job_runner(boost::asio::io_context& io, os::env& e, process_launcher& launcher, job_store& store,
              job_record record, protocol::job_spec spec, runner_options options);
   ~job_runner();  // kills a worker that still runs (its group and descendants)
   job_runner(const job_runner&) = delete;
@@ -108,17 +108,17 @@ struct rest_outcome {
   bool wants_slot = false;
   status saved;
 };
-rest_outcome feed_job_at_rest(env& e, job_store& store, job_record& record, const event& ev);
+rest_outcome feed_job_at_rest(os::env& e, job_store& store, job_record& record, const event& ev);
 
 // Appends "[baton] <message>" to the job's log through `e`. Best effort: a log line that cannot be
 // written must not stop the job.
-void append_job_log(env& e, const job_store& store, const std::string& id,
+void append_job_log(os::env& e, const job_store& store, const std::string& id,
                     const std::string& message);
 
 // Checks a checkpoint a worker reported before the job counts it: the path must name a file
 // directly inside the job's checkpoint folder, and the file must decode and verify, with the
 // step and digest the worker announced.
-status verify_reported_checkpoint(env& e, const std::filesystem::path& checkpoint_dir,
+status verify_reported_checkpoint(os::env& e, const std::filesystem::path& checkpoint_dir,
                                   const std::string& path, std::int64_t step,
                                   const std::string& digest);
 
@@ -130,7 +130,7 @@ std::filesystem::path staging_dir_for(const std::filesystem::path& checkpoint_di
 // Checks a folder announcement (a checkpoint message without a digest) before anything is
 // sealed: an absolute path naming a real folder (not a symlink) directly inside `staging_dir`,
 // with a valid name, and a step past `newest_step` (the job's newest verified checkpoint).
-status check_folder_announcement(env& e, const std::filesystem::path& staging_dir,
+status check_folder_announcement(os::env& e, const std::filesystem::path& staging_dir,
                                  const std::string& path, std::int64_t step,
                                  std::int64_t newest_step);
 

@@ -18,7 +18,7 @@ constexpr const char* jobs_folder = "jobs";
 // any change that still parses as JSON is caught too (a flipped digit in seq would otherwise
 // make an old slot look newest).
 std::string slot_digest(std::int64_t seq, const nlohmann::json& record) {
-  return xxh64_digest(std::to_string(seq) + ":" + record.dump());
+  return protocol::xxh64_digest(std::to_string(seq) + ":" + record.dump());
 }
 
 std::string encode_slot(const job_record& r) {
@@ -75,7 +75,7 @@ std::int64_t unix_ms_now() {
       .count();
 }
 
-job_store::job_store(env& e, fs::path state_dir) : env_(e), state_dir_(std::move(state_dir)) {}
+job_store::job_store(os::env& e, fs::path state_dir) : env_(e), state_dir_(std::move(state_dir)) {}
 
 fs::path job_store::job_dir(const std::string& id) const { return state_dir_ / jobs_folder / id; }
 fs::path job_store::spec_path(const std::string& id) const { return job_dir(id) / "spec.json"; }
@@ -120,7 +120,8 @@ result<job_record> job_store::create(const protocol::job_spec& spec, std::int64_
     chosen = prefix + std::to_string(next);
   }
   if (auto s = env_.create_dirs(checkpoint_dir(chosen)); !s) return s.error();
-  if (auto s = write_file_atomic(env_, spec_path(chosen), protocol::to_json(spec).dump(2) + "\n");
+  if (auto s =
+          os::write_file_atomic(env_, spec_path(chosen), protocol::to_json(spec).dump(2) + "\n");
       !s) {
     return s.error();
   }
@@ -138,7 +139,7 @@ status job_store::save(job_record& r) {
   ++r.seq;
   r.updated_ms = unix_ms_now();
   const int slot = static_cast<int>(r.seq % 2);
-  auto s = write_file_atomic(env_, slot_path(r.id, slot), encode_slot(r));
+  auto s = os::write_file_atomic(env_, slot_path(r.id, slot), encode_slot(r));
   if (!s) --r.seq;  // the slot on disk still holds the older generation
   return s;
 }

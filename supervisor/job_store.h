@@ -24,7 +24,7 @@ struct loaded_record {
 
 class job_store {
  public:
-  job_store(env& e, std::filesystem::path state_dir);
+  job_store(os::env& e, std::filesystem::path state_dir);
 
   const std::filesystem::path& state_dir() const { return state_dir_; }
   std::filesystem::path job_dir(const std::string& id) const;
@@ -59,7 +59,7 @@ class job_store {
  private:
   std::filesystem::path slot_path(const std::string& id, int slot) const;
 
-  env& env_;
+  os::env& env_;
   std::filesystem::path state_dir_;
 };
 

@@ -7,11 +7,11 @@
 int main(int argc, char** argv) {
   // The one place exceptions stop: report and fail rather than abort with a core dump.
   try {
-    return baton::run_cli(argc, argv);
+    return baton::supervisor::run_cli(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "baton: %s\n", e.what());
   } catch (...) {
     std::fprintf(stderr, "baton: unknown exception\n");
   }
-  return baton::exit_failure;
+  return baton::supervisor::exit_failure;
 }

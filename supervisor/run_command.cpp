@@ -17,13 +17,13 @@
 #include "supervisor/process_launcher.h"
 #include "supervisor/run_report.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using namespace baton::supervisor;
 
-fs::path find_worker_executable(env& e) {
+fs::path find_worker_executable(os::env& e) {
   if (auto w = os::get_env("BATON_WORKER"); w && !w->empty()) return *w;
   const auto self = os::executable_path();
   if (self.empty()) return {};
@@ -207,8 +207,7 @@ void add_run_command(CLI::App& app, cli_context& ctx) {
   cmd->add_option("--worker", opts->worker, "The baton-worker executable to run shards with");
   cmd->add_flag("--json", opts->json, "Print the summary as one JSON object, no progress");
   cmd->add_flag("--fresh", opts->fresh, "Discard this job's saved state and start over");
-  cmd->callback(
-      [opts, &ctx] { ctx.exit_code = run_job(*opts, ctx, supervisor::os_process_launcher()); });
+  cmd->callback([opts, &ctx] { ctx.exit_code = run_job(*opts, ctx, os_process_launcher()); });
 }
 
-}  // namespace baton
+}  // namespace baton::supervisor

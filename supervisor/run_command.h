@@ -8,11 +8,9 @@
 
 #include "supervisor/cli.h"
 
-namespace baton {
+namespace baton::supervisor {
 
-namespace supervisor {
 class process_launcher;
-}
 
 void add_run_command(CLI::App& app, cli_context& ctx);
 
@@ -27,10 +25,10 @@ struct run_options {
 
 // `baton run` itself: returns its exit code (0 completed, 130 interrupted, 1 failed, 2 invalid).
 // The workers start through `launcher` (tests pass a fake).
-int run_job(const run_options& o, cli_context& ctx, supervisor::process_launcher& launcher);
+int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher);
 
 // The built-in worker: $BATON_WORKER, else baton-worker next to this executable, else the build
 // tree's worker/baton-worker beside supervisor/. Empty when none exists.
-std::filesystem::path find_worker_executable(env& e);
+std::filesystem::path find_worker_executable(os::env& e);
 
-}  // namespace baton
+}  // namespace baton::supervisor

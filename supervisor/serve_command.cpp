@@ -20,7 +20,7 @@
 #include "supervisor/daemon.h"
 #include "supervisor/run_command.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 namespace fs = std::filesystem;
 using namespace baton::supervisor;
@@ -46,7 +46,7 @@ class service_notifier {
       : status_timer_(io), watchdog_timer_(io), extend_timer_(io), warn_(std::move(warn)) {}
 
   // Sets the hooks before the daemon exists (it copies its options); the daemon is named after.
-  void attach(supervisor::daemon_hooks& h) {
+  void attach(daemon_hooks& h) {
     h.on_ready = [this] { ready(); };
     h.on_status = [this](const std::string& text) { status(text); };
     h.on_reloading = [this] { check("RELOADING=1", os::notify_reloading("reloading settings")); };
@@ -64,7 +64,7 @@ class service_notifier {
     feed_watchdog();
   }
 
-  void watch(const supervisor::daemon& d) { daemon_ = &d; }
+  void watch(const daemon& d) { daemon_ = &d; }
 
   void stop() {
     status_timer_.cancel();
@@ -147,7 +147,7 @@ class service_notifier {
 
   asio::steady_timer status_timer_, watchdog_timer_, extend_timer_;
   std::function<void(const std::string&)> warn_;
-  const supervisor::daemon* daemon_ = nullptr;
+  const daemon* daemon_ = nullptr;
   bool ready_ = false, pending_ = false, warned_ = false;
   std::string latest_ = "starting", sent_;
   steady_clock::time_point last_sent_{}, stopping_since_{};
@@ -240,7 +240,7 @@ int serve(const serve_options& o, cli_context& ctx, os::service_session* session
   ctx.out.flush();
   ctx.err.flush();
   notifier.attach(d.hooks);
-  supervisor::daemon daemon(io, e, std::move(d));
+  daemon daemon(io, e, std::move(d));
   notifier.watch(daemon);
   notifier.start_watchdog();
   out.line() << "baton: info: settings " << to_json(*settings).dump() << std::endl;
@@ -290,7 +290,7 @@ int serve_service(const serve_options& o, cli_context& ctx) {
 
 }  // namespace
 
-result<daemon_settings> resolve_daemon_settings(env& e, const std::string& file,
+result<daemon_settings> resolve_daemon_settings(os::env& e, const std::string& file,
                                                 const serve_overrides& flags) {
   daemon_settings s;
   if (!file.empty()) {
@@ -361,4 +361,4 @@ void add_serve_command(CLI::App& app, cli_context& ctx) {
       [o, &ctx] { ctx.exit_code = o->service ? serve_service(*o, ctx) : serve(*o, ctx, nullptr); });
 }
 
-}  // namespace baton
+}  // namespace baton::supervisor

@@ -11,7 +11,7 @@
 #include "supervisor/cli.h"
 #include "supervisor/daemon_settings.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 void add_serve_command(CLI::App& app, cli_context& ctx);
 
@@ -26,7 +26,7 @@ struct serve_overrides {
 
 // File (if any), then flags, then defaults for what is still unset: state_dir from
 // os::default_state_dir(), socket from $BATON_SOCKET or default_socket_path().
-result<supervisor::daemon_settings> resolve_daemon_settings(env& e, const std::string& file,
-                                                            const serve_overrides& flags);
+result<daemon_settings> resolve_daemon_settings(os::env& e, const std::string& file,
+                                                const serve_overrides& flags);
 
-}  // namespace baton
+}  // namespace baton::supervisor

@@ -9,7 +9,7 @@
 #include "os/windows_command_line.h"
 #include "supervisor/daemon_settings.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 namespace fs = std::filesystem;
 
@@ -78,7 +78,7 @@ int install(const install_options& o, cli_context& ctx) {
   fs::path state_dir;
   if (!o.settings_file.empty()) {
     r.settings_file = absolute_text(o.settings_file);
-    auto settings = supervisor::load_daemon_settings(e, from_text(r.settings_file));
+    auto settings = load_daemon_settings(e, from_text(r.settings_file));
     if (!settings) {
       ctx.err << settings.error().message << "\n";
       return exit_invalid;
@@ -243,4 +243,4 @@ void add_service_command(CLI::App& app, cli_context& ctx) {
   });
 }
 
-}  // namespace baton
+}  // namespace baton::supervisor

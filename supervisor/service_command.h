@@ -14,7 +14,7 @@
 #include "os/service_host.h"
 #include "supervisor/cli.h"
 
-namespace baton {
+namespace baton::supervisor {
 
 void add_service_command(CLI::App& app, cli_context& ctx);
 
@@ -43,4 +43,4 @@ std::vector<std::string> service_argv(const service_install_request& r);
 // Everything install_service needs: the quoted command line, description and recovery actions.
 os::service_install_options service_install_options_for(const service_install_request& r);
 
-}  // namespace baton
+}  // namespace baton::supervisor

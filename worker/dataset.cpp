@@ -21,7 +21,7 @@ status check_units(std::int64_t units) {
 
 }  // namespace
 
-result<dataset> load_dataset(env& e, const protocol::data_spec& spec, protocol::loss_kind loss,
+result<dataset> load_dataset(os::env& e, const protocol::data_spec& spec, protocol::loss_kind loss,
                              std::int64_t output_units) {
   if (auto ok = check_units(output_units); !ok) return ok.error();
   if (const auto* s = std::get_if<protocol::synthetic_data>(&spec)) {

@@ -1,7 +1,7 @@
 // The worker's training data: a job's data_spec (synthetic, CSV or .npy) turned into a feature
 // matrix and a label matrix shaped for the job's loss. Loading owns all validation of the data
 // itself (numbers, shapes, label ranges); every error names the file and the line, row or byte
-// offset. Files are read through baton::env so tests can substitute fakes. The trainer owns the
+// offset. Files are read through baton::os::env so tests can substitute fakes. The trainer owns the
 // returned matrices; nothing here keeps state between calls. One source file per data source
 // (worker/dataset_sources.h lists them and what they share).
 #pragma once
@@ -14,7 +14,7 @@
 #include "protocol/job_spec.h"
 #include "worker/tensor.h"
 
-namespace baton {
+namespace baton::os {
 class env;
 }
 
@@ -33,7 +33,7 @@ struct dataset {
 // - mse: any finite values, width output_units.
 // CSV errors use 1-based line and column numbers ("data.csv:17: column 3 ("age"): ..."); .npy
 // errors use 0-based sample indexes, as numpy does.
-result<dataset> load_dataset(env& e, const protocol::data_spec& spec, protocol::loss_kind loss,
+result<dataset> load_dataset(os::env& e, const protocol::data_spec& spec, protocol::loss_kind loss,
                              std::int64_t output_units);
 
 // The synthetic generator on its own: X ~ N(0, 1) filled row by row, y = (row sum > 0) as one

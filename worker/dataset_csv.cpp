@@ -121,7 +121,7 @@ number_error parse_number(std::string_view s, double& out) {
 
 }  // namespace
 
-result<dataset> load_csv(env& e, const protocol::csv_data& spec, loss_kind loss,
+result<dataset> load_csv(os::env& e, const protocol::csv_data& spec, loss_kind loss,
                          std::int64_t units) {
   const std::string name = spec.path.string();
   auto text = e.read_file(spec.path);

@@ -356,7 +356,7 @@ void for_each_element(const npy_array& a, Fn&& fn) {
 
 }  // namespace
 
-result<dataset> load_npy(env& e, const protocol::npy_data& spec, loss_kind loss,
+result<dataset> load_npy(os::env& e, const protocol::npy_data& spec, loss_kind loss,
                          std::int64_t units) {
   const std::string xname = spec.features.string();
   const std::string yname = spec.labels.string();

@@ -16,7 +16,7 @@
 #include "worker/dataset.h"
 #include "worker/tensor.h"
 
-namespace baton {
+namespace baton::os {
 class env;
 }
 
@@ -44,9 +44,9 @@ result<row_matrix<float>> shape_labels(const raw_labels& raw, protocol::loss_kin
 
 result<dataset> load_synthetic(const protocol::synthetic_data& spec, protocol::loss_kind loss,
                                std::int64_t units);
-result<dataset> load_csv(env& e, const protocol::csv_data& spec, protocol::loss_kind loss,
+result<dataset> load_csv(os::env& e, const protocol::csv_data& spec, protocol::loss_kind loss,
                          std::int64_t units);
-result<dataset> load_npy(env& e, const protocol::npy_data& spec, protocol::loss_kind loss,
+result<dataset> load_npy(os::env& e, const protocol::npy_data& spec, protocol::loss_kind loss,
                          std::int64_t units);
 
 }  // namespace baton::worker

@@ -83,7 +83,7 @@ std::string data_fingerprint(const dataset& d) {
   };
   add(d.x);
   add(d.y);
-  return xxh64_digest(bytes);
+  return protocol::xxh64_digest(bytes);
 }
 
 }  // namespace
@@ -131,7 +131,7 @@ std::string spec_fingerprint(const protocol::job_spec& spec, std::string_view se
   // Threads change speed, not results a resume could notice (and a restart may pick another).
   if (j["training"].is_object()) j["training"].erase("threads");
   // nlohmann::json sorts keys, so the text is canonical.
-  return xxh64_digest(section.empty() ? j.dump() : j.at(std::string(section)).dump());
+  return protocol::xxh64_digest(section.empty() ? j.dump() : j.at(std::string(section)).dump());
 }
 
 status load_initial_weights(model<float>& m, const checkpoint& file, std::string_view what) {
@@ -209,7 +209,7 @@ trainer::trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<m
 }
 
 result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec, dataset data,
-                                                 env& e) {
+                                                 os::env& e) {
   if (auto ok = protocol::check_builtin_sections(spec); !ok) return ok.error();
   if (data.x.rows() != data.y.rows()) {
     return make_error("data: " + std::to_string(data.x.rows()) + " feature rows but " +

@@ -20,7 +20,7 @@
 #include "worker/optimizer.h"
 #include "worker/random.h"
 
-namespace baton {
+namespace baton::os {
 class env;
 }
 
@@ -61,7 +61,7 @@ class trainer {
   // weights: model.initial_weights read through `e` if set, else Glorot from training.seed.
   // Call set_thread_count first: the thread count is part of what makes results reproducible.
   static result<std::unique_ptr<trainer>> create(const protocol::job_spec& spec, dataset data,
-                                                 env& e);
+                                                 os::env& e);
 
   // Replaces the whole training state with a checkpoint's after checking that it belongs to this
   // job spec and data (fingerprints), that every tensor has the expected name, dtype and shape,

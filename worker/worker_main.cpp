@@ -119,7 +119,7 @@ protocol::progress_msg progress(const trainer& t, const step_outcome* last,
 }
 
 int run(worker_options opt) {
-  env& e = env::default_env();
+  os::env& e = os::env::default_env();
   // Checkpoint messages carry absolute paths: the supervisor may run in another folder.
   std::error_code ec;
   auto absolute_dir = std::filesystem::absolute(opt.checkpoint_dir, ec);
@@ -298,7 +298,7 @@ int run_worker(int argc, char** argv) {
     // Before hello, so a SIGTERM that races start-up still ends in a clean stop.
     os::install_stop_handlers();
     send(protocol::hello_msg{protocol::protocol_version, os::current_pid(),
-                             "baton-worker " + std::string(version())});
+                             "baton-worker " + std::string(protocol::version())});
     if (!cl) return fail(exit_bad_config, cl.error().message);
     start_stdin_reader();
     return run(*cl->options);

@@ -10,7 +10,7 @@
 
 #include "os/env.h"
 
-namespace baton {
+namespace baton::os {
 
 namespace {
 
@@ -232,4 +232,4 @@ env& env::default_env() {
   return *instance;
 }
 
-}  // namespace baton
+}  // namespace baton::os

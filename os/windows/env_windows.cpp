@@ -7,7 +7,7 @@
 #include "os/env.h"
 #include "os/windows/win_util.h"
 
-namespace baton {
+namespace baton::os {
 
 namespace {
 
@@ -245,4 +245,4 @@ env& env::default_env() {
   return *instance;
 }
 
-}  // namespace baton
+}  // namespace baton::os

@@ -107,7 +107,7 @@ json job_document(const std::string& name) {
 }
 
 std::string weights_of(const fs::path& checkpoint) {
-  auto bytes = baton::env::default_env().read_file(checkpoint);
+  auto bytes = baton::os::env::default_env().read_file(checkpoint);
   require(bool(bytes), "cannot read " + checkpoint.string());
   auto c = baton::protocol::decode_checkpoint(*bytes, checkpoint.string());
   require(bool(c), "final checkpoint does not decode: " + checkpoint.string());
@@ -574,8 +574,8 @@ class driver {
                                       std::to_string(prev_start));
       prev_start = start;
     }
-    baton::supervisor::job_store store(baton::env::default_env(), work_ / "state");
-    baton::protocol::checkpoint_store ckpts(baton::env::default_env(), store.checkpoint_dir(id),
+    baton::supervisor::job_store store(baton::os::env::default_env(), work_ / "state");
+    baton::protocol::checkpoint_store ckpts(baton::os::env::default_env(), store.checkpoint_dir(id),
                                             1000);
     auto newest = ckpts.load_newest();
     expect(bool(newest), "[verifies] " + (newest ? std::string() : newest.error().message));

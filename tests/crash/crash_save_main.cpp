@@ -1,5 +1,5 @@
 // Crash-point helper for tests/integration/crash_points_test.cpp: performs exactly one save
-// through a fault_env over the real env and calls std::abort() right after the Nth mutating
+// through a os::fault_env over the real env and calls std::abort() right after the Nth mutating
 // operation (N = 0: before the first). If the save has fewer than N operations it finishes and
 // exits 0. A real abort, not a thrown exception, so nothing in the writer can clean up.
 //
@@ -45,12 +45,12 @@ void write_text(const std::string& path, const std::string& text) {
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string mode = argv[1];
-  baton::fault_env fe(baton::env::default_env());
+  baton::os::fault_env fe(baton::os::env::default_env());
   std::int64_t n = 0;
 
   // Arms the abort: the callback runs before operation N+1, i.e. right after operation N.
   const auto arm = [&](std::function<void()> before_abort) {
-    fe.call_at(n + 1, [before_abort](baton::fault_env::op, const std::filesystem::path&) {
+    fe.call_at(n + 1, [before_abort](baton::os::fault_env::op, const std::filesystem::path&) {
       before_abort();
       std::abort();
     });

@@ -35,7 +35,7 @@ std::string with_true_digest(std::string_view bytes) {
     if (!ok) continue;
     std::string out(bytes);
     out.replace(hex, hex_len, std::string(hex_len, '0'));
-    const std::string digest = baton::xxh64_digest(out);  // "xxh64:" + 16 hex
+    const std::string digest = baton::protocol::xxh64_digest(out);  // "xxh64:" + 16 hex
     out.replace(hex, hex_len, digest.substr(digest.size() - hex_len));
     return out;
   }

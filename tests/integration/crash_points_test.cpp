@@ -55,7 +55,7 @@ TEST_CASE("a checkpoint save killed after any operation leaves the old or the ne
   constexpr std::int64_t old_step = 100;
   constexpr std::int64_t new_step = 200;
   const auto root = scratch("checkpoint");
-  auto& real = baton::env::default_env();
+  auto& real = baton::os::env::default_env();
 
   // The old state: two checkpoints, so the new save also prunes (a remove is one of its ops).
   const auto prepare = [&](const fs::path& dir) {
@@ -70,7 +70,7 @@ TEST_CASE("a checkpoint save killed after any operation leaves the old or the ne
   {
     const auto dir = root / "count";
     prepare(dir);
-    baton::fault_env fe(real);
+    baton::os::fault_env fe(real);
     checkpoint_store s(fe, dir, keep);
     REQUIRE(s.save(baton::crash::checkpoint_at(new_step)));
     ops = fe.op_count();
@@ -125,7 +125,7 @@ TEST_CASE("a record save killed after any operation leaves the old or the new re
           "[integration][crash_points]") {
   using baton::supervisor::job_store;
   const auto root = scratch("record");
-  auto& real = baton::env::default_env();
+  auto& real = baton::os::env::default_env();
   const std::string id = "crashjob";
 
   baton::protocol::job_spec spec;
@@ -153,7 +153,7 @@ TEST_CASE("a record save killed after any operation leaves the old or the new re
   {
     const auto state = root / "count";
     prepare(state);
-    baton::fault_env fe(real);
+    baton::os::fault_env fe(real);
     job_store store(fe, state);
     auto r = store.load(id);
     REQUIRE(r);

@@ -64,7 +64,7 @@ struct fixture {
   }
 
   void start() {
-    d = std::make_unique<baton::supervisor::daemon>(io, baton::env::default_env(), options);
+    d = std::make_unique<baton::supervisor::daemon>(io, baton::os::env::default_env(), options);
     REQUIRE(d->start());
   }
 
@@ -230,7 +230,7 @@ TEST_CASE("shutdown checkpoints running jobs and leaves them queued on disk, wit
   REQUIRE(f.stopped_code == 0);
   f.d.reset();
 
-  baton::env& e = baton::env::default_env();
+  baton::os::env& e = baton::os::env::default_env();
   job_store store(e, f.dir / "state");
   auto rec = store.load(a);
   REQUIRE(rec);
@@ -244,7 +244,7 @@ TEST_CASE("shutdown checkpoints running jobs and leaves them queued on disk, wit
 TEST_CASE("recovery: creation order, paused kept, damaged records failed, with real workers",
           "[integration][daemon]") {
   fixture f("recover", 1);
-  baton::env& e = baton::env::default_env();
+  baton::os::env& e = baton::os::env::default_env();
   job_store store(e, f.options.settings.state_dir);
   REQUIRE(store.open());
   auto make = [&](const std::string& name, job_state st, std::int64_t created) {
@@ -294,7 +294,7 @@ TEST_CASE("recovery: creation order, paused kept, damaged records failed, with r
 TEST_CASE("resume runs a paused job again, other states answer 409, with real workers",
           "[integration][daemon]") {
   fixture f("resume", 1);
-  baton::env& e = baton::env::default_env();
+  baton::os::env& e = baton::os::env::default_env();
   job_store store(e, f.options.settings.state_dir);
   REQUIRE(store.open());
   auto make = [&](const std::string& name, job_state st) {

@@ -131,7 +131,7 @@ TEST_CASE("a folder-checkpoint worker completes over several shards, resuming fr
   }
   // keep = 2 across folders; no staging folder outlives its worker.
   CHECK(entries(o.ckpt_dir) == std::vector<std::string>{"ckpt-000000000040", "ckpt-000000000048"});
-  CHECK(baton::protocol::verify_checkpoint_folder(baton::env::default_env(),
+  CHECK(baton::protocol::verify_checkpoint_folder(baton::os::env::default_env(),
                                                   folder_for(o.ckpt_dir, 48)));
   fs::remove_all(dir);
 }

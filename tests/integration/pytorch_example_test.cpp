@@ -64,7 +64,7 @@ std::uint64_t peak_rss(const json& summary) {
 
 // The sealed folder must verify, and the weights file's size and hash identify the weights.
 baton::protocol::manifest_file weights_of(const fs::path& folder) {
-  auto m = baton::protocol::verify_checkpoint_folder(baton::env::default_env(), folder);
+  auto m = baton::protocol::verify_checkpoint_folder(baton::os::env::default_env(), folder);
   INFO(folder.string());
   REQUIRE(m);
   for (const auto& f : m->files) {
@@ -76,8 +76,9 @@ baton::protocol::manifest_file weights_of(const fs::path& folder) {
 
 }  // namespace
 
-TEST_CASE("a leaking PyTorch trainer is recycled and ends bit-equal to unbroken and standalone runs",
-          "[integration][pytorch]") {
+TEST_CASE(
+    "a leaking PyTorch trainer is recycled and ends bit-equal to unbroken and standalone runs",
+    "[integration][pytorch]") {
   const auto dir = baton::test::fresh_scratch_dir("baton-pytorch-example");
 
   // The undisturbed run: one worker, no leak, no limit. Its peak sizes the leaky run's limit, so
@@ -107,8 +108,8 @@ TEST_CASE("a leaking PyTorch trainer is recycled and ends bit-equal to unbroken 
   const auto alone_dir = dir / "standalone";
   fs::create_directories(alone_dir);
   const auto alone = baton::testing::run_process(
-      {python, script}, {{"BATON_JOB_FILE", (dir / "calm.json").string()}},
-      alone_dir / "stderr", std::chrono::seconds(300), alone_dir);
+      {python, script}, {{"BATON_JOB_FILE", (dir / "calm.json").string()}}, alone_dir / "stderr",
+      std::chrono::seconds(300), alone_dir);
   REQUIRE_FALSE(alone.timed_out);
   REQUIRE(alone.status == baton::os::exit_status::exited(0));
 

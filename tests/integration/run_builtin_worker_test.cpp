@@ -78,7 +78,8 @@ outcome baton_run(const fs::path& job, const fs::path& state) {
 
 // Every tensor of the final checkpoint: weights and optimizer state.
 std::string final_state(const json& summary) {
-  auto bytes = baton::env::default_env().read_file(summary["checkpoint_path"].get<std::string>());
+  auto bytes =
+      baton::os::env::default_env().read_file(summary["checkpoint_path"].get<std::string>());
   REQUIRE(bytes);
   auto c = baton::protocol::decode_checkpoint(*bytes, "final");
   REQUIRE(c);

@@ -48,7 +48,8 @@ run_outcome baton_run(const fs::path& job, const fs::path& state) {
 }
 
 std::string final_weights(const json& summary) {
-  auto bytes = baton::env::default_env().read_file(summary["checkpoint_path"].get<std::string>());
+  auto bytes =
+      baton::os::env::default_env().read_file(summary["checkpoint_path"].get<std::string>());
   REQUIRE(bytes);
   auto c = baton::protocol::decode_checkpoint(*bytes, "final");
   REQUIRE(c);

@@ -42,7 +42,7 @@ TEST_CASE("configs/seed.json runs 20 shards in 20 fresh workers with flat RSS",
   // Flat: each worker's typical (median) RSS while it trains is the same from the first shard
   // to the last; a leak across shards or inside the trainer would make it climb. Peaks are
   // compared loosely: a 100 ms sampler catches the short checkpoint transients only sometimes.
-  baton::supervisor::job_store store(baton::env::default_env(), dir / "state");
+  baton::supervisor::job_store store(baton::os::env::default_env(), dir / "state");
   auto rec = store.load("seed");
   REQUIRE(rec);
   std::int64_t lo = INT64_MAX, hi = 0;

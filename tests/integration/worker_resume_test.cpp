@@ -167,7 +167,7 @@ void check_clean_end(const run_result& r, const fs::path& ckpt_dir) {
   REQUIRE(done);
   CHECK(ck->step == done->step);
   CHECK(fs::path(ck->path).parent_path() == fs::absolute(ckpt_dir).lexically_normal());
-  auto bytes = baton::env::default_env().read_file(ck->path);
+  auto bytes = baton::os::env::default_env().read_file(ck->path);
   REQUIRE(bytes);
   auto digest = protocol::checkpoint_digest(*bytes);
   REQUIRE(digest);
@@ -176,7 +176,7 @@ void check_clean_end(const run_result& r, const fs::path& ckpt_dir) {
 
 // Tensor name -> bytes of the newest checkpoint in `dir`.
 std::map<std::string, std::string> final_tensors(const fs::path& dir) {
-  protocol::checkpoint_store store(baton::env::default_env(), dir, 2);
+  protocol::checkpoint_store store(baton::os::env::default_env(), dir, 2);
   auto loaded = store.load_newest();
   REQUIRE(loaded);
   REQUIRE(*loaded);

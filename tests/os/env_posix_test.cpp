@@ -11,9 +11,9 @@
 namespace fs = std::filesystem;
 
 TEST_CASE("posix env reports symlinks and FIFOs without following them", "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = baton::test::fresh_scratch_dir("baton-env-posix-test-links");
-  REQUIRE(baton::write_file_atomic(e, dir / "target", "data"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "target", "data"));
   fs::create_symlink(dir / "target", dir / "link");
   fs::create_directory_symlink(dir, dir / "dirlink");
   fs::create_symlink(dir / "gone", dir / "dangling");
@@ -22,11 +22,11 @@ TEST_CASE("posix env reports symlinks and FIFOs without following them", "[unit]
     INFO(name);
     auto info = e.stat_no_follow(dir / name);
     REQUIRE(info);
-    CHECK(info->kind == baton::entry_kind::symlink);
+    CHECK(info->kind == baton::os::entry_kind::symlink);
   }
   auto fifo = e.stat_no_follow(dir / "fifo");
   REQUIRE(fifo);
-  CHECK(fifo->kind == baton::entry_kind::other);
+  CHECK(fifo->kind == baton::os::entry_kind::other);
   // Syncing never opens what a link points at.
   CHECK_FALSE(e.sync_file(dir / "link"));
   fs::remove_all(dir);

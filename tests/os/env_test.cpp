@@ -14,11 +14,11 @@ fs::path scratch_dir(const std::string& name) {
 }  // namespace
 
 TEST_CASE("posix env writes atomically and reads back", "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = scratch_dir("atomic");
   const auto path = dir / "state.json";
-  REQUIRE(baton::write_file_atomic(e, path, "first"));
-  REQUIRE(baton::write_file_atomic(e, path, "second"));
+  REQUIRE(baton::os::write_file_atomic(e, path, "first"));
+  REQUIRE(baton::os::write_file_atomic(e, path, "second"));
   auto content = e.read_file(path);
   REQUIRE(content);
   CHECK(*content == "second");
@@ -29,25 +29,25 @@ TEST_CASE("posix env writes atomically and reads back", "[unit][env]") {
 }
 
 TEST_CASE("posix env reports missing files by path", "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   auto r = e.read_file("/nonexistent/baton/file");
   REQUIRE_FALSE(r);
   CHECK(r.error().message.find("/nonexistent/baton/file") != std::string::npos);
 }
 
 TEST_CASE("atomic write into a missing folder fails and names the path", "[unit][env]") {
-  auto& e = baton::env::default_env();
-  auto s = baton::write_file_atomic(e, "/nonexistent/baton/state.json", "x");
+  auto& e = baton::os::env::default_env();
+  auto s = baton::os::write_file_atomic(e, "/nonexistent/baton/state.json", "x");
   REQUIRE_FALSE(s);
   CHECK(s.error().message.find("/nonexistent/baton/state.json") != std::string::npos);
 }
 
 TEST_CASE("streaming atomic write appends every piece or leaves the old file", "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = scratch_dir("atomic-stream");
   const auto path = dir / "big.bin";
-  REQUIRE(baton::write_file_atomic(e, path, "old"));
-  REQUIRE(baton::write_file_atomic(e, path, [](baton::writable_file& f) -> baton::status {
+  REQUIRE(baton::os::write_file_atomic(e, path, "old"));
+  REQUIRE(baton::os::write_file_atomic(e, path, [](baton::os::writable_file& f) -> baton::status {
     for (const char* p : {"one,", "two,", "three"}) {
       if (auto s = f.append(p); !s) return s;
     }
@@ -57,10 +57,11 @@ TEST_CASE("streaming atomic write appends every piece or leaves the old file", "
   REQUIRE(content);
   CHECK(*content == "one,two,three");
 
-  auto failed = baton::write_file_atomic(e, path, [](baton::writable_file& f) -> baton::status {
-    if (auto s = f.append("half"); !s) return s;
-    return baton::make_error("producer gave up");
-  });
+  auto failed =
+      baton::os::write_file_atomic(e, path, [](baton::os::writable_file& f) -> baton::status {
+        if (auto s = f.append("half"); !s) return s;
+        return baton::make_error("producer gave up");
+      });
   REQUIRE_FALSE(failed);
   CHECK_THAT(failed.error().message,
              Catch::Contains(path.string()) && Catch::Contains("producer gave up"));
@@ -74,10 +75,10 @@ TEST_CASE("streaming atomic write appends every piece or leaves the old file", "
 }
 
 TEST_CASE("posix readable file reads any range", "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = scratch_dir("readable");
   const auto path = dir / "f";
-  REQUIRE(baton::write_file_atomic(e, path, "0123456789"));
+  REQUIRE(baton::os::write_file_atomic(e, path, "0123456789"));
   auto f = e.new_readable_file(path);
   REQUIRE(f);
   CHECK((*f)->size() == 10);
@@ -99,29 +100,29 @@ TEST_CASE("posix readable file reads any range", "[unit][env]") {
 
 TEST_CASE("default env tells files, folders and missing entries apart without following",
           "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = scratch_dir("stat");
-  REQUIRE(baton::write_file_atomic(e, dir / "f", "12345"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "f", "12345"));
   REQUIRE(e.create_dirs(dir / "sub" / "deeper"));
   auto f = e.stat_no_follow(dir / "f");
   REQUIRE(f);
-  CHECK(f->kind == baton::entry_kind::regular);
+  CHECK(f->kind == baton::os::entry_kind::regular);
   CHECK(f->size == 5);
   auto d = e.stat_no_follow(dir / "sub");
   REQUIRE(d);
-  CHECK(d->kind == baton::entry_kind::directory);
+  CHECK(d->kind == baton::os::entry_kind::directory);
   auto m = e.stat_no_follow(dir / "nothing");
   REQUIRE(m);
-  CHECK(m->kind == baton::entry_kind::missing);
+  CHECK(m->kind == baton::os::entry_kind::missing);
   fs::remove_all(dir);
 }
 
 TEST_CASE("default env syncs a file by path and removes a folder tree", "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = scratch_dir("tree");
   REQUIRE(e.create_dirs(dir / "t" / "a" / "b"));
-  REQUIRE(baton::write_file_atomic(e, dir / "t" / "a" / "b" / "x", "x"));
-  REQUIRE(baton::write_file_atomic(e, dir / "t" / "y", "y"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "t" / "a" / "b" / "x", "x"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "t" / "y", "y"));
   CHECK(e.sync_file(dir / "t" / "y"));
   auto missing = e.sync_file(dir / "t" / "nope");
   REQUIRE_FALSE(missing);

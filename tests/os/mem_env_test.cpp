@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-using baton::mem_env;
+using baton::os::mem_env;
 
 TEST_CASE("mem_env writes, reads, renames and removes", "[unit][mem_env]") {
   mem_env e;
@@ -62,13 +62,13 @@ TEST_CASE("mem_env files keep writing to their inode after rename or truncate", 
   CHECK(e.read_file("/u").value() == "");
 }
 
-TEST_CASE("mem_env works with write_file_atomic", "[unit][mem_env]") {
+TEST_CASE("mem_env works with os::write_file_atomic", "[unit][mem_env]") {
   mem_env e;
   REQUIRE(e.create_dirs("/d"));
-  REQUIRE(baton::write_file_atomic(e, "/d/state", "one"));
-  REQUIRE(baton::write_file_atomic(e, "/d/state", "two"));
+  REQUIRE(baton::os::write_file_atomic(e, "/d/state", "one"));
+  REQUIRE(baton::os::write_file_atomic(e, "/d/state", "two"));
   CHECK(e.files() == std::map<std::string, std::string>{{"/d/state", "two"}});
-  CHECK_FALSE(baton::write_file_atomic(e, "/nodir/state", "x"));
+  CHECK_FALSE(baton::os::write_file_atomic(e, "/nodir/state", "x"));
 }
 
 TEST_CASE("mem_env is safe to use from several threads", "[unit][mem_env]") {
@@ -79,7 +79,7 @@ TEST_CASE("mem_env is safe to use from several threads", "[unit][mem_env]") {
     threads.emplace_back([&e, t] {
       for (int i = 0; i < 200; ++i) {
         const std::string path = "/p/f" + std::to_string(t) + "-" + std::to_string(i % 5);
-        (void)baton::write_file_atomic(e, path, std::string(64, static_cast<char>('a' + t)));
+        (void)baton::os::write_file_atomic(e, path, std::string(64, static_cast<char>('a' + t)));
         (void)e.list_dir("/p");
         (void)e.read_file(path);
       }
@@ -92,17 +92,17 @@ TEST_CASE("mem_env is safe to use from several threads", "[unit][mem_env]") {
 }
 
 TEST_CASE("mem_env folders: stat, rename as a whole, remove recursively", "[unit][mem_env]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   REQUIRE(e.create_dirs("/c/.staging-0/step-1/sub"));
   REQUIRE(e.put("/c/.staging-0/step-1/a", "aaa"));
   REQUIRE(e.put("/c/.staging-0/step-1/sub/b", "b"));
   REQUIRE(e.put("/c/.staging-0x", "not inside"));
   auto a = e.stat_no_follow("/c/.staging-0/step-1/a");
   REQUIRE(a);
-  CHECK(a->kind == baton::entry_kind::regular);
+  CHECK(a->kind == baton::os::entry_kind::regular);
   CHECK(a->size == 3);
-  CHECK(e.stat_no_follow("/c/.staging-0/step-1/sub")->kind == baton::entry_kind::directory);
-  CHECK(e.stat_no_follow("/c/none")->kind == baton::entry_kind::missing);
+  CHECK(e.stat_no_follow("/c/.staging-0/step-1/sub")->kind == baton::os::entry_kind::directory);
+  CHECK(e.stat_no_follow("/c/none")->kind == baton::os::entry_kind::missing);
   CHECK(e.sync_file("/c/.staging-0/step-1/a"));
   CHECK_FALSE(e.sync_file("/c/none"));
 

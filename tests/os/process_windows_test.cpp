@@ -158,7 +158,7 @@ TEST_CASE("windows: env entries, working folder check and the stderr log",
   watch(*p, seen);
   REQUIRE(run_until(io, [&] { return seen.read_done && seen.exit_done; }));
   CHECK(seen.lines == std::vector<std::string>{"x y=z", "<unset>"});
-  auto log = baton::env::default_env().read_file(dir / "worker.log");
+  auto log = baton::os::env::default_env().read_file(dir / "worker.log");
   REQUIRE(log);
   CHECK(log->find("to the log") != std::string::npos);
 
@@ -246,12 +246,12 @@ TEST_CASE("windows: the job's working set sees a 200 MiB allocation", "[integrat
 }
 
 TEST_CASE("windows env: atomic replace, listing and errors naming the path", "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = scratch_dir("env-atomic");
   const auto path = dir / "state.json";
-  REQUIRE(baton::write_file_atomic(e, path, "first"));
-  REQUIRE(baton::write_file_atomic(e, path, std::string(3 * 1024 * 1024, 'x')));
-  REQUIRE(baton::write_file_atomic(e, path, "third"));
+  REQUIRE(baton::os::write_file_atomic(e, path, "first"));
+  REQUIRE(baton::os::write_file_atomic(e, path, std::string(3 * 1024 * 1024, 'x')));
+  REQUIRE(baton::os::write_file_atomic(e, path, "third"));
   auto content = e.read_file(path);
   REQUIRE(content);
   CHECK(*content == "third");
@@ -260,7 +260,7 @@ TEST_CASE("windows env: atomic replace, listing and errors naming the path", "[u
   CHECK(*names == std::vector<std::string>{"state.json"});
 
   // rename_file replaces an existing target in one step.
-  REQUIRE(baton::write_file_atomic(e, dir / "b", "new"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "b", "new"));
   REQUIRE(e.rename_file(dir / "b", path));
   CHECK(*e.read_file(path) == "new");
   CHECK_FALSE(e.file_exists(dir / "b"));

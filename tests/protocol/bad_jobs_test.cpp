@@ -2,9 +2,9 @@
 // check_job_files). Each tests/data/bad_jobs/NN-name.json has the exact error text it must give in
 // NN-name.expected, where `{dir}/a/b.json` stands for that file in the absolute folder of the data
 // files and `{root}/a/b` for /a/b on that folder's drive, spelled as the platform spells them.
-// Inputs too big or too deep to commit are generated here into a mem_env. To add a case: write the
-// .json, run this test with BATON_WRITE_EXPECTED=1 to create its missing .expected, then read that
-// file and only commit it if every line is the message a user should get.
+// Inputs too big or too deep to commit are generated here into a os::mem_env. To add a case: write
+// the .json, run this test with BATON_WRITE_EXPECTED=1 to create its missing .expected, then read
+// that file and only commit it if every line is the message a user should get.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -28,7 +28,7 @@ namespace {
 // Absolute and normal, as the product prints it (on Windows BATON_SOURCE_DIR has no drive).
 const fs::path data_dir =
     fs::absolute(fs::path(BATON_SOURCE_DIR) / "tests" / "data" / "bad_jobs").lexically_normal();
-// Where the generated documents live in the mem_env.
+// Where the generated documents live in the os::mem_env.
 const fs::path gen_dir = baton::test::abs_path("/gen");
 
 std::string prefix_lines(const std::string& prefix, const std::string& text) {
@@ -45,7 +45,7 @@ std::string prefix_lines(const std::string& prefix, const std::string& text) {
 }
 
 // What `baton validate FILE` prints on stderr, without the final newline; "<valid>" if it passes.
-std::string validate(baton::env& e, const fs::path& file) {
+std::string validate(baton::os::env& e, const fs::path& file) {
   auto spec = load_job_spec(e, file);
   if (!spec) return spec.error().message;
   if (auto files = check_job_files(e, *spec); !files) {
@@ -121,7 +121,7 @@ std::string job_with(const std::string& extra) {
 }
 
 std::string validate_text(const std::string& name, const std::string& text) {
-  baton::mem_env e;
+  baton::os::mem_env e;
   REQUIRE(e.create_dirs(gen_dir));
   REQUIRE(e.put(gen_dir / name, text));
   return validate(e, gen_dir / name);
@@ -143,7 +143,7 @@ TEST_CASE("every bad job file gives its exact expected error", "[unit]") {
   const bool write_missing = std::getenv("BATON_WRITE_EXPECTED") != nullptr;
   for (const auto& job : jobs) {
     const fs::path expected_file = fs::path(job).replace_extension(".expected");
-    const std::string actual = validate(baton::env::default_env(), job);
+    const std::string actual = validate(baton::os::env::default_env(), job);
     INFO(job.filename().string());
     CHECK(actual != "<valid>");
     if (!fs::exists(expected_file)) {

@@ -1,4 +1,4 @@
-// Folder checkpoints on a real POSIX disk: symlinks and FIFOs (which mem_env cannot hold) are
+// Folder checkpoints on a real POSIX disk: symlinks and FIFOs (which os::mem_env cannot hold) are
 // refused when sealing and detected when verifying, naming the entry.
 #include <sys/stat.h>
 
@@ -27,7 +27,7 @@ fs::path staged(const fs::path& root, const std::string& name) {
 
 TEST_CASE("sealing refuses a symlink or a FIFO anywhere in the folder",
           "[unit][checkpoint_folder]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto root = baton::test::fresh_scratch_dir("baton-folder-posix-seal");
   std::string bad;
   std::string why;
@@ -57,7 +57,7 @@ TEST_CASE("sealing refuses a symlink or a FIFO anywhere in the folder",
 
 TEST_CASE("a symlink or FIFO added to a sealed folder is detected and the previous one used",
           "[unit][checkpoint_folder]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto root = baton::test::fresh_scratch_dir("baton-folder-posix-verify");
   REQUIRE(seal_checkpoint_folder(e, staged(root, "a"), root, "j", 4));
   auto sealed = seal_checkpoint_folder(e, staged(root, "b"), root, "j", 8);

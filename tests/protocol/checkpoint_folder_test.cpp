@@ -25,7 +25,7 @@ const std::map<std::string, std::string> sample_files = {
 };
 
 // Writes `files` into staging/<name> the way a worker would.
-fs::path write_staged(baton::mem_env& e, const std::string& name,
+fs::path write_staged(baton::os::mem_env& e, const std::string& name,
                       const std::map<std::string, std::string>& files = sample_files) {
   const fs::path dir = staging / name;
   REQUIRE(e.create_dirs(dir));
@@ -37,7 +37,7 @@ fs::path write_staged(baton::mem_env& e, const std::string& name,
   return dir;
 }
 
-fs::path seal(baton::mem_env& e, std::int64_t step,
+fs::path seal(baton::os::mem_env& e, std::int64_t step,
               const std::map<std::string, std::string>& files = sample_files) {
   const auto dir = write_staged(e, "step-" + std::to_string(step), files);
   auto sealed = seal_checkpoint_folder(e, dir, ckpt_dir, "j", step);
@@ -45,7 +45,7 @@ fs::path seal(baton::mem_env& e, std::int64_t step,
   return sealed->path;
 }
 
-std::string verify_error(baton::env& e, const fs::path& folder) {
+std::string verify_error(baton::os::env& e, const fs::path& folder) {
   auto r = verify_checkpoint_folder(e, folder);
   REQUIRE_FALSE(r);
   return r.error().message;
@@ -56,7 +56,8 @@ std::string redigest(std::string bytes) {
   const auto at = bytes.find("xxh64:") + 6;
   bytes.replace(at, 16, std::string(16, '0'));
   char hex[24];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(baton::xxh64(bytes)));
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(baton::protocol::xxh64(bytes)));
   bytes.replace(at, 16, hex);
   return bytes;
 }
@@ -65,7 +66,7 @@ std::string redigest(std::string bytes) {
 
 TEST_CASE("a sealed folder holds a manifest of every file and verifies",
           "[unit][checkpoint_folder]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   const auto dir = write_staged(e, "step-1570");
   auto sealed = seal_checkpoint_folder(e, dir, ckpt_dir, "job-1", 1570);
   REQUIRE(sealed);
@@ -76,7 +77,7 @@ TEST_CASE("a sealed folder holds a manifest of every file and verifies",
   CHECK(sealed->manifest.files[1].path == "optim.pt");
   CHECK(sealed->manifest.files[2].path == "sub/deeper/data-order.json");
   CHECK(sealed->manifest.files[3].path == "sub/rng.bin");
-  CHECK(sealed->manifest.files[1].xxh64 == baton::xxh64("adam moments"));
+  CHECK(sealed->manifest.files[1].xxh64 == baton::protocol::xxh64("adam moments"));
   CHECK(sealed->manifest.files[1].size == 12);
 
   auto bytes = e.read_file(sealed->path / folder_manifest_name);
@@ -136,7 +137,7 @@ TEST_CASE("the manifest encodes and decodes with its self-digest", "[unit][check
 
 TEST_CASE("every kind of damage to a sealed folder is named by file and reason",
           "[unit][checkpoint_folder]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   const auto good = seal(e, 10);
   const auto folder = seal(e, 20);
   const fs::path manifest = folder / folder_manifest_name;
@@ -221,7 +222,7 @@ TEST_CASE("every kind of damage to a sealed folder is named by file and reason",
 
 TEST_CASE("sealing refuses a forged manifest and replaces a damaged folder of the same step",
           "[unit][checkpoint_folder]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   const auto forged = write_staged(e, "step-5");
   REQUIRE(e.put(forged / folder_manifest_name, "{}"));
   auto r = seal_checkpoint_folder(e, forged, ckpt_dir, "j", 5);
@@ -247,7 +248,7 @@ TEST_CASE("sealing refuses a forged manifest and replaces a damaged folder of th
 
 TEST_CASE("the store lists, picks and prunes files and folders together by step",
           "[unit][checkpoint_folder][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store store(e, ckpt_dir, 3);
   checkpoint c;
   c.metadata[meta::job] = "j";
@@ -308,7 +309,7 @@ TEST_CASE("no random corruption of a sealed folder verifies or is resumed from",
   int kinds[5] = {};
   constexpr int rounds = 1200;
   for (int round = 0; round < rounds; ++round) {
-    baton::mem_env e;
+    baton::os::mem_env e;
     const auto good = seal(e, 10);
     const auto folder = seal(e, 20);
     std::vector<fs::path> files;  // every file of the newest, the manifest included
@@ -355,7 +356,7 @@ TEST_CASE("no random corruption of a sealed folder verifies or is resumed from",
 
 TEST_CASE("a seal that fails part way leaves no checkpoint and the previous one chosen",
           "[unit][checkpoint_folder]") {
-  using op = baton::fault_env::op;
+  using op = baton::os::fault_env::op;
   const auto [kind, nth] = GENERATE(table<op, int>({{op::sync, 1},
                                                     {op::sync, 3},
                                                     {op::new_writable_file, 1},
@@ -363,10 +364,10 @@ TEST_CASE("a seal that fails part way leaves no checkpoint and the previous one 
                                                     {op::rename_file, 1},
                                                     {op::rename_file, 2},
                                                     {op::sync_dir, 1}}));
-  INFO(baton::fault_env::to_string(kind) << " #" << nth);
-  baton::mem_env base;
+  INFO(baton::os::fault_env::to_string(kind) << " #" << nth);
+  baton::os::mem_env base;
   const auto good = seal(base, 10);
-  baton::fault_env e(base);
+  baton::os::fault_env e(base);
   const auto dir = write_staged(base, "step-20");
   e.fail_at(nth, "injected", false, kind);
   auto r = seal_checkpoint_folder(e, dir, ckpt_dir, "j", 20);

@@ -24,7 +24,7 @@ checkpoint at_step(std::int64_t step, float value = 1.0f) {
   return c;
 }
 
-std::vector<std::string> names(baton::env& e, const fs::path& dir) {
+std::vector<std::string> names(baton::os::env& e, const fs::path& dir) {
   auto n = e.list_dir(dir);
   REQUIRE(n);
   return *n;
@@ -35,7 +35,7 @@ const fs::path dir = "/jobs/a/checkpoints";
 }  // namespace
 
 TEST_CASE("checkpoint store names files by zero-padded step", "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 3);
   CHECK(s.path_for_step(1234) == dir / "ckpt-000000001234.safetensors");
   auto p = s.save(at_step(1234));
@@ -45,7 +45,7 @@ TEST_CASE("checkpoint store names files by zero-padded step", "[unit][checkpoint
 }
 
 TEST_CASE("checkpoint store keeps the newest K", "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 3);
   for (int step : {10, 20, 30, 40, 50}) REQUIRE(s.save(at_step(step)));
   auto l = s.list();
@@ -60,7 +60,7 @@ TEST_CASE("checkpoint store keeps the newest K", "[unit][checkpoint_store]") {
 }
 
 TEST_CASE("checkpoint store orders by step, not by name", "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 5);
   REQUIRE(s.save(at_step(999999999999)));
   REQUIRE(s.save(at_step(1000000000000)));  // 13 digits
@@ -70,7 +70,7 @@ TEST_CASE("checkpoint store orders by step, not by name", "[unit][checkpoint_sto
 }
 
 TEST_CASE("checkpoint store never prunes the file just written", "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 2);
   for (int step : {10, 11, 12}) REQUIRE(s.save(at_step(step)));
   REQUIRE(s.save(at_step(5)));  // a rewound job: older step, but it is the latest write
@@ -85,7 +85,7 @@ TEST_CASE("checkpoint store never prunes the file just written", "[unit][checkpo
 }
 
 TEST_CASE("checkpoint store replaces the same step", "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 3);
   REQUIRE(s.save(at_step(7, 1.0f)));
   REQUIRE(s.save(at_step(7, 100.0f)));
@@ -96,7 +96,7 @@ TEST_CASE("checkpoint store replaces the same step", "[unit][checkpoint_store]")
 }
 
 TEST_CASE("checkpoint store with no files loads nothing", "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store missing(e, "/no/such/dir", 3);
   auto r = missing.load_newest();
   REQUIRE(r);
@@ -110,7 +110,7 @@ TEST_CASE("checkpoint store with no files loads nothing", "[unit][checkpoint_sto
 }
 
 TEST_CASE("checkpoint store falls back past a corrupt newest file", "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 3);
   REQUIRE(s.save(at_step(1)));
   REQUIRE(s.save(at_step(2)));
@@ -134,7 +134,7 @@ TEST_CASE("checkpoint store falls back past a corrupt newest file", "[unit][chec
 
 TEST_CASE("checkpoint store rejects a file whose name and step disagree",
           "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 3);
   REQUIRE(s.save(at_step(1)));
   auto other = encode_checkpoint(at_step(9));
@@ -150,7 +150,7 @@ TEST_CASE("checkpoint store rejects a file whose name and step disagree",
 
 TEST_CASE("checkpoint store with only corrupt files lists every reason",
           "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 3);
   REQUIRE(s.save(at_step(1)));
   REQUIRE(s.save(at_step(2)));
@@ -166,8 +166,8 @@ TEST_CASE("checkpoint store with only corrupt files lists every reason",
 
 TEST_CASE("checkpoint store save failures leave the previous file intact",
           "[unit][checkpoint_store]") {
-  baton::mem_env mem;
-  baton::fault_env e(mem);
+  baton::os::mem_env mem;
+  baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 3);
   REQUIRE(s.save(at_step(5)));
   const auto old_path = s.path_for_step(5);
@@ -194,7 +194,7 @@ TEST_CASE("checkpoint store save failures leave the previous file intact",
     check_intact();
   }
   SECTION("no space left on append") {
-    e.fail_at(1, "No space left on device", false, baton::fault_env::op::append);
+    e.fail_at(1, "No space left on device", false, baton::os::fault_env::op::append);
     auto r = s.save(at_step(6));
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains("No space left on device") &&
@@ -202,7 +202,7 @@ TEST_CASE("checkpoint store save failures leave the previous file intact",
     check_intact();
   }
   SECTION("fsync fails") {
-    e.fail_at(1, "Input/output error", false, baton::fault_env::op::sync);
+    e.fail_at(1, "Input/output error", false, baton::os::fault_env::op::sync);
     auto r = s.save(at_step(5, 9.0f));
     REQUIRE_FALSE(r);  // a failed fsync is a failed save, never reported as durable
     CHECK_THAT(r.error().message,
@@ -210,12 +210,12 @@ TEST_CASE("checkpoint store save failures leave the previous file intact",
     check_intact();
   }
   SECTION("rename fails") {
-    e.fail_at(1, "Permission denied", false, baton::fault_env::op::rename_file);
+    e.fail_at(1, "Permission denied", false, baton::os::fault_env::op::rename_file);
     REQUIRE_FALSE(s.save(at_step(5, 3.0f)));
     check_intact();
   }
   SECTION("open fails") {
-    e.fail_at(1, "Too many open files", false, baton::fault_env::op::new_writable_file);
+    e.fail_at(1, "Too many open files", false, baton::os::fault_env::op::new_writable_file);
     REQUIRE_FALSE(s.save(at_step(6)));
     check_intact();
   }
@@ -223,11 +223,11 @@ TEST_CASE("checkpoint store save failures leave the previous file intact",
 
 TEST_CASE("checkpoint store reports a failed folder sync and does not prune",
           "[unit][checkpoint_store]") {
-  baton::mem_env mem;
-  baton::fault_env e(mem);
+  baton::os::mem_env mem;
+  baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 1);
   REQUIRE(s.save(at_step(1)));
-  e.fail_at(1, "Input/output error", false, baton::fault_env::op::sync_dir);
+  e.fail_at(1, "Input/output error", false, baton::os::fault_env::op::sync_dir);
   auto r = s.save(at_step(2));
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::Contains("fsync folder"));
@@ -237,11 +237,11 @@ TEST_CASE("checkpoint store reports a failed folder sync and does not prune",
 
 TEST_CASE("checkpoint store reports a failed prune after a durable save",
           "[unit][checkpoint_store]") {
-  baton::mem_env mem;
-  baton::fault_env e(mem);
+  baton::os::mem_env mem;
+  baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 1);
   REQUIRE(s.save(at_step(1)));
-  e.fail_at(1, "Permission denied", false, baton::fault_env::op::remove_file);
+  e.fail_at(1, "Permission denied", false, baton::os::fault_env::op::remove_file);
   auto r = s.save(at_step(2));
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::StartsWith("saved " + s.path_for_step(2).string() + " but"));
@@ -253,7 +253,7 @@ TEST_CASE("checkpoint store reports a failed prune after a durable save",
 
 TEST_CASE("checkpoint store removes stale temp files of older steps only",
           "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 3);
   REQUIRE(e.create_dirs(dir));
   REQUIRE(e.put(dir / "ckpt-000000000001.safetensors.tmp-0123-4", "half"));
@@ -268,7 +268,7 @@ TEST_CASE("checkpoint store removes stale temp files of older steps only",
 
 TEST_CASE("checkpoint store rejects an invalid checkpoint before writing",
           "[unit][checkpoint_store]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   checkpoint_store s(e, dir, 3);
   checkpoint c = at_step(3);
   c.tensors[0].shape = {5};
@@ -279,7 +279,7 @@ TEST_CASE("checkpoint store rejects an invalid checkpoint before writing",
 }
 
 TEST_CASE("checkpoint store works on the real file system", "[unit][checkpoint_store]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto root = fs::temp_directory_path() / "baton-ckpt-store-test";
   fs::remove_all(root);
   checkpoint_store s(e, root / "ckpts", 2);
@@ -294,7 +294,7 @@ TEST_CASE("checkpoint store works on the real file system", "[unit][checkpoint_s
 
 TEST_CASE("checkpoint store saves a view with the same bytes as the owned checkpoint",
           "[unit][checkpoint_store]") {
-  baton::mem_env mem;
+  baton::os::mem_env mem;
   checkpoint_store s(mem, dir, 3);
   const checkpoint c = at_step(9, 3.0f);
   auto p = s.save(view_of(c));
@@ -311,17 +311,17 @@ TEST_CASE("checkpoint store saves a view with the same bytes as the owned checkp
 
 TEST_CASE("checkpoint store streaming save failing halfway leaves the old file intact",
           "[unit][checkpoint_store]") {
-  baton::mem_env mem;
-  baton::fault_env e(mem);
+  baton::os::mem_env mem;
+  baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 3);
   REQUIRE(s.save(at_step(5)));
   const auto old_path = s.path_for_step(5);
   const auto before = mem.read_file(old_path);
   REQUIRE(before);
   const checkpoint c = at_step(5, 42.0f);
-  const auto appends_before = e.op_count(baton::fault_env::op::append);
+  const auto appends_before = e.op_count(baton::os::fault_env::op::append);
   SECTION("an error on the tensor bytes, after the header went out") {
-    e.fail_at(2, "No space left on device", false, baton::fault_env::op::append);
+    e.fail_at(2, "No space left on device", false, baton::os::fault_env::op::append);
     auto r = s.save(view_of(c));
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains("No space left on device"));
@@ -332,7 +332,7 @@ TEST_CASE("checkpoint store streaming save failing halfway leaves the old file i
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains("threw after"));
   }
-  CHECK(e.op_count(baton::fault_env::op::append) - appends_before == 2);  // header, then tensor
+  CHECK(e.op_count(baton::os::fault_env::op::append) - appends_before == 2);  // header, then tensor
   auto now = mem.read_file(old_path);
   REQUIRE(now);
   CHECK(*now == *before);
@@ -343,7 +343,7 @@ TEST_CASE("checkpoint store streaming save failing halfway leaves the old file i
 }
 
 TEST_CASE("checkpoint store verify names the file and the damage", "[unit][checkpoint_store]") {
-  baton::mem_env mem;
+  baton::os::mem_env mem;
   checkpoint_store s(mem, dir, 3);
   auto p = s.save(at_step(3));
   REQUIRE(p);
@@ -360,7 +360,7 @@ TEST_CASE("checkpoint store verify names the file and the damage", "[unit][check
 
 TEST_CASE("checkpoint store verify reads the real file system in chunks",
           "[unit][checkpoint_store]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto d = fs::temp_directory_path() / "baton-ckpt-verify-test";
   fs::remove_all(d);
   checkpoint_store s(e, d, 2);
@@ -379,7 +379,7 @@ TEST_CASE("checkpoint store verify reads the real file system in chunks",
 }
 
 TEST_CASE("checkpoint store load_newest_file views the file it read", "[unit][checkpoint_store]") {
-  baton::mem_env mem;
+  baton::os::mem_env mem;
   checkpoint_store s(mem, dir, 3);
   REQUIRE(s.save(at_step(4)));
   REQUIRE(s.save(at_step(8, 5.0f)));
@@ -408,9 +408,9 @@ TEST_CASE("checkpoint store load_newest_file views the file it read", "[unit][ch
 
 TEST_CASE("checkpoint store keeps failing, and keeps the old file, while the disk stays full",
           "[unit][checkpoint_store]") {
-  using op = baton::fault_env::op;
-  baton::mem_env mem;
-  baton::fault_env e(mem);
+  using op = baton::os::fault_env::op;
+  baton::os::mem_env mem;
+  baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 2);
   REQUIRE(s.save(at_step(5)));
   const auto old_path = s.path_for_step(5);
@@ -425,7 +425,7 @@ TEST_CASE("checkpoint store keeps failing, and keeps the old file, while the dis
                                 fault_case{"Input/output error", op::append},
                                 fault_case{"No space left on device", op::sync},
                                 fault_case{"Input/output error", op::sync});
-  CAPTURE(c.message, baton::fault_env::to_string(c.kind));
+  CAPTURE(c.message, baton::os::fault_env::to_string(c.kind));
   e.fail_at(1, c.message, true, c.kind);
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto r = s.save(at_step(6 + attempt));
@@ -448,9 +448,9 @@ TEST_CASE("checkpoint store keeps failing, and keeps the old file, while the dis
 
 TEST_CASE("checkpoint store redoes the whole write after a failed fsync",
           "[unit][checkpoint_store]") {
-  using op = baton::fault_env::op;
-  baton::mem_env mem;
-  baton::fault_env e(mem);
+  using op = baton::os::fault_env::op;
+  baton::os::mem_env mem;
+  baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 2);
   REQUIRE(s.save(at_step(5)));
   e.fail_at(1, "Input/output error", false, op::sync);

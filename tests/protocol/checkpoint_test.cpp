@@ -77,7 +77,8 @@ std::string craft(const std::string& metadata_fields, const std::string& tensors
   std::string file = le64(header.size()) + header + data;
   const auto pos = file.find("0000000000000000");
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(baton::xxh64(file)));
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(baton::protocol::xxh64(file)));
   file.replace(pos, 16, hex);
   return file;
 }
@@ -133,7 +134,8 @@ TEST_CASE("checkpoint digest is xxh64 over the file with its own digits zeroed",
   REQUIRE(pos != std::string::npos);
   zeroed.replace(pos + 6, 16, std::string(16, '0'));
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(baton::xxh64(zeroed)));
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(baton::protocol::xxh64(zeroed)));
   CHECK(dig->substr(6) == hex);
   auto d = decode_checkpoint(*bytes, "mem");
   REQUIRE(d);

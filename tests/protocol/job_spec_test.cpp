@@ -53,7 +53,7 @@ fs::path scratch_dir(const std::string& name) {
 }
 
 void write(const fs::path& p, const std::string& text) {
-  REQUIRE(baton::write_file_atomic(baton::env::default_env(), p, text));
+  REQUIRE(baton::os::write_file_atomic(baton::os::env::default_env(), p, text));
 }
 
 }  // namespace
@@ -430,7 +430,7 @@ TEST_CASE("relative paths resolve against the job's folder", "[unit][job_spec]")
 }
 
 TEST_CASE("load_job_spec reads through the env and names the file", "[unit][job_spec]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = scratch_dir("load");
   json doc = minimal();
   doc["data"] = {{"type", "csv"}, {"path", "train.csv"}, {"label_column", "label"}};
@@ -475,13 +475,13 @@ TEST_CASE("npy files are checked by path", "[unit][job_spec]") {
       {"type", "npy"}, {"features", (nowhere / "x.npy").generic_string()}, {"labels", "y.npy"}};
   auto spec = parse_job_spec(doc.dump(), nowhere / "b");
   REQUIRE(spec);
-  auto files = baton::protocol::check_job_files(baton::env::default_env(), *spec);
+  auto files = baton::protocol::check_job_files(baton::os::env::default_env(), *spec);
   REQUIRE_FALSE(files);
   CHECK(files.error().message ==
         "data.features: file not found: " + (nowhere / "x.npy").string() + "\n" +
             "data.labels: file not found: " + (nowhere / "b" / "y.npy").string());
   // Synthetic data names no files.
-  CHECK(baton::protocol::check_job_files(baton::env::default_env(),
+  CHECK(baton::protocol::check_job_files(baton::os::env::default_env(),
                                          *parse_job_spec(minimal().dump(), base)));
 }
 
@@ -528,7 +528,7 @@ TEST_CASE("geometry follows Keras validation_split semantics", "[unit][job_spec]
 }
 
 TEST_CASE("every config in configs/ is valid and names existing files", "[unit][job_spec]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const fs::path dir = fs::path(BATON_SOURCE_DIR) / "configs";
   int count = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -544,7 +544,7 @@ TEST_CASE("every config in configs/ is valid and names existing files", "[unit][
 }
 
 TEST_CASE("the seed config is the reference workload", "[unit][job_spec]") {
-  auto spec = baton::protocol::load_job_spec(baton::env::default_env(),
+  auto spec = baton::protocol::load_job_spec(baton::os::env::default_env(),
                                              fs::path(BATON_SOURCE_DIR) / "configs/seed.json");
   REQUIRE(spec);
   CHECK(spec->model->layers.size() == 3);
@@ -636,7 +636,7 @@ TEST_CASE("a command worker's job needs no data, model or training", "[unit][job
 TEST_CASE("the committed command-worker job file is valid", "[unit][job_spec]") {
   const fs::path file =
       fs::path(BATON_SOURCE_DIR) / "tests" / "data" / "jobs" / "command-params.json";
-  auto spec = baton::protocol::load_job_spec(baton::env::default_env(), file);
+  auto spec = baton::protocol::load_job_spec(baton::os::env::default_env(), file);
   REQUIRE(spec);
   // load_job_spec resolves against the file's absolute folder (C:\... on Windows).
   auto expected = parse_job_spec(command_job().dump(), fs::absolute(file).parent_path());

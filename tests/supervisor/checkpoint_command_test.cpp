@@ -28,7 +28,7 @@ cli_run run(std::vector<std::string> args) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::ostringstream out, err;
-  const int code = baton::run_cli(static_cast<int>(args.size()), argv.data(), out, err);
+  const int code = baton::supervisor::run_cli(static_cast<int>(args.size()), argv.data(), out, err);
   return {code, out.str(), err.str()};
 }
 
@@ -36,7 +36,7 @@ cli_run run(std::vector<std::string> args) {
 
 TEST_CASE("checkpoint verify says OK for a good folder or file and names the damage otherwise",
           "[unit][cli]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto dir = baton::test::fresh_scratch_dir("baton-cli-checkpoint-verify");
   const auto staged = dir / ".staging-0" / "step-7";
   fs::create_directories(staged / "sub");
@@ -46,7 +46,7 @@ TEST_CASE("checkpoint verify says OK for a good folder or file and names the dam
   const std::string folder = sealed->path.string();
 
   auto r = run({"checkpoint", "verify", folder});
-  CHECK(r.code == baton::exit_ok);
+  CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.out == "OK " + folder + ": step 7\n");
 
   baton::protocol::checkpoint c;
@@ -58,22 +58,22 @@ TEST_CASE("checkpoint verify says OK for a good folder or file and names the dam
   auto file = store.save(c);
   REQUIRE(file);
   r = run({"checkpoint", "verify", file->string()});
-  CHECK(r.code == baton::exit_ok);
+  CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.out == "OK " + file->string() + ": step 5\n");
 
   std::ofstream(sealed->path / "sub" / "model.pt") << "weightz";
   r = run({"checkpoint", "verify", folder});
-  CHECK(r.code == baton::exit_failure);
+  CHECK(r.code == baton::supervisor::exit_failure);
   CHECK(r.out.empty());
   CHECK_THAT(r.err, Catch::StartsWith("FAILED " + (sealed->path / "sub" / "model.pt").string() +
                                       ": content hashes to xxh64"));
 
   std::ofstream(*file, std::ios::app) << "tail";
   r = run({"checkpoint", "verify", file->string()});
-  CHECK(r.code == baton::exit_failure);
+  CHECK(r.code == baton::supervisor::exit_failure);
   CHECK_THAT(r.err, Catch::StartsWith("FAILED " + file->string() + ": "));
 
-  CHECK(run({"checkpoint", "verify"}).code == baton::exit_usage);
-  CHECK(run({"checkpoint"}).code == baton::exit_usage);
+  CHECK(run({"checkpoint", "verify"}).code == baton::supervisor::exit_usage);
+  CHECK(run({"checkpoint"}).code == baton::supervisor::exit_usage);
   fs::remove_all(dir);
 }

@@ -27,7 +27,7 @@ cli_run run(std::vector<std::string> args) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::ostringstream out, err;
-  const int code = baton::run_cli(static_cast<int>(args.size()), argv.data(), out, err);
+  const int code = baton::supervisor::run_cli(static_cast<int>(args.size()), argv.data(), out, err);
   return {code, out.str(), err.str()};
 }
 
@@ -41,10 +41,10 @@ const std::string seed = std::string(BATON_SOURCE_DIR) + "/configs/seed.json";
 
 TEST_CASE("validate prints a good config with every default filled", "[unit][cli]") {
   const auto r = run({"validate", seed});
-  CHECK(r.code == baton::exit_ok);
+  CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.err.empty());
   const auto printed = nlohmann::json::parse(r.out);
-  auto spec = baton::protocol::load_job_spec(baton::env::default_env(), seed);
+  auto spec = baton::protocol::load_job_spec(baton::os::env::default_env(), seed);
   REQUIRE(spec);
   CHECK(printed == baton::protocol::to_json(*spec));
   CHECK(printed["worker"]["stall_timeout_ms"] == 120000);  // a default seed.json leaves out
@@ -54,7 +54,7 @@ TEST_CASE("validate prints a command worker's job with params and without traine
           "[unit][cli]") {
   const auto file = std::string(BATON_SOURCE_DIR) + "/tests/data/jobs/command-params.json";
   const auto r = run({"validate", file});
-  CHECK(r.code == baton::exit_ok);
+  CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.err.empty());
   const auto printed = nlohmann::json::parse(r.out);
   CHECK(printed["params"] == nlohmann::json::parse(R"({"lr": 0.003, "layers": [64, 64],
@@ -68,14 +68,14 @@ TEST_CASE("validate prints a command worker's job with params and without traine
 TEST_CASE("validate lists every error of a bad config and exits 2", "[unit][cli]") {
   const auto dir = scratch_dir("bad");
   const auto file = (dir / "bad.json").string();
-  REQUIRE(baton::write_file_atomic(baton::env::default_env(), file, R"({
+  REQUIRE(baton::os::write_file_atomic(baton::os::env::default_env(), file, R"({
     "name": "bad", "trainig": {},
     "data": {"type": "synthetic"},
     "model": {"layers": [{"units": 1, "activation": "sigmoid"}]},
     "training": {"batch_size": -3}
   })"));
   const auto r = run({"validate", file});
-  CHECK(r.code == baton::exit_invalid);
+  CHECK(r.code == baton::supervisor::exit_invalid);
   CHECK(r.out.empty());
   CHECK(r.err == file + ": trainig: unknown key; did you mean \"training\"?\n" + file +
                      ": training.batch_size: expected a positive integer, got -3\n");
@@ -85,33 +85,33 @@ TEST_CASE("validate lists every error of a bad config and exits 2", "[unit][cli]
 TEST_CASE("validate reports missing data files and unreadable configs", "[unit][cli]") {
   const auto dir = scratch_dir("files");
   const auto file = (dir / "job.json").string();
-  REQUIRE(baton::write_file_atomic(baton::env::default_env(), file, R"({
+  REQUIRE(baton::os::write_file_atomic(baton::os::env::default_env(), file, R"({
     "name": "job", "data": {"type": "csv", "path": "missing.csv", "label_column": "y"},
     "model": {"layers": [{"units": 1, "activation": "sigmoid"}]}
   })"));
   auto r = run({"validate", file});
-  CHECK(r.code == baton::exit_invalid);
+  CHECK(r.code == baton::supervisor::exit_invalid);
   CHECK(r.err == file + ": data.path: file not found: " + (dir / "missing.csv").string() + "\n");
 
   r = run({"validate", (dir / "absent.json").string()});
-  CHECK(r.code == baton::exit_invalid);
+  CHECK(r.code == baton::supervisor::exit_invalid);
   CHECK(r.err.find((dir / "absent.json").string()) != std::string::npos);
   fs::remove_all(dir);
 }
 
 TEST_CASE("bad command lines exit 64, help exits 0", "[unit][cli]") {
-  CHECK(run({}).code == baton::exit_usage);
-  CHECK(run({"validate"}).code == baton::exit_usage);
-  CHECK(run({"frobnicate"}).code == baton::exit_usage);
-  CHECK(run({"validate", seed, "extra"}).code == baton::exit_usage);
+  CHECK(run({}).code == baton::supervisor::exit_usage);
+  CHECK(run({"validate"}).code == baton::supervisor::exit_usage);
+  CHECK(run({"frobnicate"}).code == baton::supervisor::exit_usage);
+  CHECK(run({"validate", seed, "extra"}).code == baton::supervisor::exit_usage);
 
   auto help = run({"--help"});
-  CHECK(help.code == baton::exit_ok);
+  CHECK(help.code == baton::supervisor::exit_ok);
   CHECK(help.out.find("validate") != std::string::npos);
   help = run({"validate", "--help"});
-  CHECK(help.code == baton::exit_ok);
+  CHECK(help.code == baton::supervisor::exit_ok);
   CHECK(help.out.find("CONFIG") != std::string::npos);
   const auto version = run({"--version"});
-  CHECK(version.code == baton::exit_ok);
+  CHECK(version.code == baton::supervisor::exit_ok);
   CHECK_FALSE(version.out.empty());
 }

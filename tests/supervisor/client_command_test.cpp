@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-using baton::format_job_list;
-using baton::format_job_status;
+using baton::supervisor::format_job_list;
+using baton::supervisor::format_job_status;
 using json = nlohmann::json;
 
 namespace {

@@ -103,11 +103,11 @@ TEST_CASE("hostile documents: syntax, duplicates, depth, size", "[unit][daemon_s
 }
 
 TEST_CASE("a settings file's errors name the file on every line", "[unit][daemon_settings]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   const fs::path dir = baton::test::abs_path("/etc/baton");
   const fs::path file = dir / "daemon.json";
   REQUIRE(e.create_dirs(dir));
-  REQUIRE(baton::write_file_atomic(e, file, R"({"max_workers": 0, "log_lvl": "info"})"));
+  REQUIRE(baton::os::write_file_atomic(e, file, R"({"max_workers": 0, "log_lvl": "info"})"));
   auto s = load_daemon_settings(e, file);
   REQUIRE_FALSE(s);
   CHECK_THAT(s.error().message, Catch::Contains(file.string() + ": max_workers: expected"));
@@ -118,7 +118,7 @@ TEST_CASE("a settings file's errors name the file on every line", "[unit][daemon
   REQUIRE_FALSE(missing);
   CHECK_THAT(missing.error().message, Catch::Contains("cannot read settings file"));
 
-  REQUIRE(baton::write_file_atomic(e, dir / "ok.json", R"({"state_dir": "jobs"})"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "ok.json", R"({"state_dir": "jobs"})"));
   auto ok = load_daemon_settings(e, dir / "ok.json");
   REQUIRE(ok);
   CHECK(ok->state_dir == dir / "jobs");

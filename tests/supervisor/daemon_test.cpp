@@ -1,5 +1,5 @@
 // The daemon's decisions (FIFO slots, cancel, pause and resume, shutdown and forced stop,
-// recovery after a restart, reload, crash loops) on a mem_env state directory with fake workers
+// recovery after a restart, reload, crash loops) on a os::mem_env state directory with fake workers
 // (support/fake_launcher.h): no process is started and no job file touches the disk. Only the
 // control socket is real (the server is part of start()). The same cases with real Python
 // workers are in tests/integration/daemon_python_worker_test.cpp.
@@ -146,7 +146,7 @@ struct fixture {
   }
 
   fs::path dir;
-  baton::mem_env files;
+  baton::os::mem_env files;
   baton::test::fake_launcher launcher;
   baton::test::fake_trainer trainer;
   asio::io_context io;
@@ -441,7 +441,7 @@ TEST_CASE("workers that cannot start fail the job after max_failures, with backo
 }
 
 TEST_CASE("log chunks are bounded and never split a UTF-8 character", "[unit][daemon]") {
-  baton::mem_env files;
+  baton::os::mem_env files;
   REQUIRE(files.create_dirs("/logs"));
   const fs::path file = "/logs/worker.log";
   std::string text(10, 'a');

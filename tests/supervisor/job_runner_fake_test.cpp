@@ -1,5 +1,5 @@
-// job_runner on a mem_env (under a fault_env) with fake workers: the runner's side of the job
-// machine's decisions, with no process and no disk. The real-worker versions are in
+// job_runner on a os::mem_env (under a os::fault_env) with fake workers: the runner's side of the
+// job machine's decisions, with no process and no disk. The real-worker versions are in
 // job_runner_test.cpp.
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
@@ -9,10 +9,10 @@
 
 #include "os/fault_env.h"
 #include "os/mem_env.h"
-#include "support/test_paths.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_runner.h"
 #include "support/fake_launcher.h"
+#include "support/test_paths.h"
 
 using namespace baton::supervisor;
 using namespace std::chrono_literals;
@@ -23,7 +23,7 @@ namespace {
 // "/mem" on POSIX, "C:\\mem" on Windows: load_job_spec makes the job file's path absolute.
 std::filesystem::path mem_root() { return baton::test::abs_path("/mem"); }
 
-baton::protocol::job_spec spec_of(baton::mem_env& e) {
+baton::protocol::job_spec spec_of(baton::os::mem_env& e) {
   const json doc = {
       {"name", "j"},
       {"data", {{"type", "synthetic"}, {"samples", 512}, {"features", 8}, {"seed", 3}}},
@@ -55,10 +55,10 @@ bool run_to_rest(boost::asio::io_context& io, job_runner& r) {
 
 TEST_CASE("a failed record save pauses the job with the reason, and resume finishes it",
           "[unit][job_runner]") {
-  using op = baton::fault_env::op;
-  baton::mem_env files;
+  using op = baton::os::fault_env::op;
+  baton::os::mem_env files;
   const auto spec = spec_of(files);
-  baton::fault_env fe(files);
+  baton::os::fault_env fe(files);
   job_store store(fe, mem_root() / "state");
   REQUIRE(store.open());
   auto created = store.create(spec, 16, "j");
@@ -99,7 +99,7 @@ TEST_CASE("a failed record save pauses the job with the reason, and resume finis
 
 TEST_CASE("a worker that breaks the protocol is killed as a protocol violation",
           "[unit][job_runner]") {
-  baton::mem_env files;
+  baton::os::mem_env files;
   auto spec = spec_of(files);
   spec.restart.max_failures = 1;
   job_store store(files, mem_root() / "state");

@@ -2,7 +2,7 @@
 // must park the job in `paused` with the reason (not crash it, not run on blind), and resume()
 // must finish it once the disk is back. Real worker processes (the built-in baton-worker, so the
 // test runs on Windows too; the Python trainer has its own integration test), an in-process
-// io_context, a fault_env under the job store.
+// io_context, a os::fault_env under the job store.
 #include "supervisor/job_runner.h"
 
 #include <algorithm>
@@ -39,7 +39,7 @@ baton::protocol::job_spec small_job(const fs::path& dir) {
   job["debug"]["leak_mib_per_step"] = 0;  // this test is about the disk, not memory
   const auto path = dir / "job.json";
   std::ofstream(path) << job.dump(2);
-  auto spec = baton::protocol::load_job_spec(baton::env::default_env(), path);
+  auto spec = baton::protocol::load_job_spec(baton::os::env::default_env(), path);
   REQUIRE(spec);
   return *spec;
 }
@@ -58,10 +58,10 @@ bool run_to_rest(boost::asio::io_context& io, job_runner& r, std::chrono::second
 
 TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes later",
           "[integration][job_runner]") {
-  using op = baton::fault_env::op;
+  using op = baton::os::fault_env::op;
   const auto dir = scratch("disk-full");
   const auto spec = small_job(dir);
-  baton::fault_env fe(baton::env::default_env());
+  baton::os::fault_env fe(baton::os::env::default_env());
   job_store store(fe, dir / "state");
   REQUIRE(store.open());
   const auto geometry = baton::protocol::compute_geometry(
@@ -102,7 +102,7 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
   REQUIRE(back);
   CHECK(back->record.state == job_state::completed);
   CHECK(back->record.checkpoint_step == geometry.total_steps);
-  baton::protocol::checkpoint_store ckpts(baton::env::default_env(),
+  baton::protocol::checkpoint_store ckpts(baton::os::env::default_env(),
                                           store.checkpoint_dir(spec.name), 1);
   auto newest = ckpts.load_newest();
   REQUIRE(newest);
@@ -115,7 +115,7 @@ TEST_CASE("a worker's invocation: argv, environment and the Windows memory backs
           "[unit][job_runner]") {
   const auto dir = scratch("invocation");
   auto spec = small_job(dir);
-  job_store store(baton::env::default_env(), dir / "state");
+  job_store store(baton::os::env::default_env(), dir / "state");
   REQUIRE(store.open());
   auto created = store.create(spec, 36, spec.name);
   REQUIRE(created);
@@ -155,7 +155,7 @@ TEST_CASE("a worker's invocation: argv, environment and the Windows memory backs
 
 TEST_CASE("a folder announcement must name a real folder directly in the staging folder",
           "[unit][job_runner]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   const fs::path staging = baton::test::abs_path("/s/jobs/a/checkpoints/.staging-2");
   REQUIRE(e.create_dirs(staging / "step-9"));
   REQUIRE(e.put(staging / "plain", "x"));
@@ -184,7 +184,7 @@ TEST_CASE("a runner sweeps staging leftovers at start and gives each worker a fr
           "[integration][job_runner]") {
   const auto dir = scratch("staging-sweep");
   const auto spec = small_job(dir);
-  job_store store(baton::env::default_env(), dir / "state");
+  job_store store(baton::os::env::default_env(), dir / "state");
   REQUIRE(store.open());
   const auto geometry = baton::protocol::compute_geometry(
       spec, std::get<baton::protocol::synthetic_data>(*spec.data).samples);
@@ -199,7 +199,7 @@ TEST_CASE("a runner sweeps staging leftovers at start and gives each worker a fr
   runner_options ro;
   ro.worker_exe = BATON_WORKER_EXE;
   ro.on_event = [&](const std::string& m) { events.push_back(m); };
-  job_runner runner(io, baton::env::default_env(), os_process_launcher(), store, *created, spec,
+  job_runner runner(io, baton::os::env::default_env(), os_process_launcher(), store, *created, spec,
                     ro);
   runner.start();
   CHECK_FALSE(fs::exists(ckpt / ".staging-9"));

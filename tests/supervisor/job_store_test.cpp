@@ -41,7 +41,7 @@ void write_all(const fs::path& p, const std::string& s) {
 
 TEST_CASE("job store creates, saves and loads records", "[unit][job_store]") {
   const auto dir = scratch("roundtrip");
-  job_store store(baton::env::default_env(), dir);
+  job_store store(baton::os::env::default_env(), dir);
   REQUIRE(store.open());
   auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
   REQUIRE(r);
@@ -64,7 +64,7 @@ TEST_CASE("job store creates, saves and loads records", "[unit][job_store]") {
 
 TEST_CASE("job store picks fresh ids and refuses duplicates", "[unit][job_store]") {
   const auto dir = scratch("ids");
-  job_store store(baton::env::default_env(), dir);
+  job_store store(baton::os::env::default_env(), dir);
   REQUIRE(store.open());
   auto a = store.create(small_spec("seed"), 10);
   auto b = store.create(small_spec("seed"), 10);
@@ -88,14 +88,14 @@ TEST_CASE("job ids cannot escape the state directory", "[unit][job_store]") {
     CHECK_FALSE(validate_job_id(bad));
   }
   CHECK(validate_job_id("seed-1.v2_final"));
-  job_store store(baton::env::default_env(), scratch("escape"));
+  job_store store(baton::os::env::default_env(), scratch("escape"));
   CHECK_FALSE(store.load("../../etc"));
 }
 
 TEST_CASE("job store falls back to the previous slot when the newest is damaged",
           "[unit][job_store]") {
   const auto dir = scratch("fallback");
-  job_store store(baton::env::default_env(), dir);
+  job_store store(baton::os::env::default_env(), dir);
   REQUIRE(store.open());
   auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
   REQUIRE(r);
@@ -132,7 +132,7 @@ TEST_CASE("job store falls back to the previous slot when the newest is damaged"
 
 TEST_CASE("job store reports every reason when no record verifies", "[unit][job_store]") {
   const auto dir = scratch("allbad");
-  job_store store(baton::env::default_env(), dir);
+  job_store store(baton::os::env::default_env(), dir);
   REQUIRE(store.open());
   auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
   REQUIRE(r);
@@ -150,9 +150,9 @@ TEST_CASE("job store reports every reason when no record verifies", "[unit][job_
 
 TEST_CASE("job store save failures keep the previous record and its generation",
           "[unit][job_store]") {
-  using op = baton::fault_env::op;
+  using op = baton::os::fault_env::op;
   const auto dir = scratch("faults");
-  baton::fault_env e(baton::env::default_env());
+  baton::os::fault_env e(baton::os::env::default_env());
   job_store store(e, dir);
   REQUIRE(store.open());
   auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
@@ -168,7 +168,7 @@ TEST_CASE("job store save failures keep the previous record and its generation",
   const char* message = GENERATE("No space left on device", "Input/output error");
   const op kind = GENERATE(op::append, op::sync);
   const bool persistent = GENERATE(false, true);
-  CAPTURE(message, baton::fault_env::to_string(kind), persistent);
+  CAPTURE(message, baton::os::fault_env::to_string(kind), persistent);
   e.fail_at(1, message, persistent, kind);
   for (int attempt = 0; attempt < (persistent ? 3 : 1); ++attempt) {
     r->checkpoint_step = 9 + attempt;

@@ -1,4 +1,4 @@
-// `baton run` in-process on a mem_env with fake workers: what it does with a new job, a paused
+// `baton run` in-process on a os::mem_env with fake workers: what it does with a new job, a paused
 // one, one a killed run left running, a finished one, a crash loop and a changed config, and the
 // exit code and summary it gives for each. Real workers run it in
 // tests/integration/run_builtin_worker_test.cpp.
@@ -10,10 +10,10 @@
 #include <string>
 
 #include "os/mem_env.h"
-#include "support/test_paths.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_store.h"
 #include "support/fake_launcher.h"
+#include "support/test_paths.h"
 
 using namespace baton::supervisor;
 namespace fs = std::filesystem;
@@ -57,13 +57,13 @@ struct fixture {
 
   outcome run() {
     std::ostringstream out, err;
-    baton::cli_context ctx{out, err, files};
-    baton::run_options o;
+    baton::supervisor::cli_context ctx{out, err, files};
+    baton::supervisor::run_options o;
     o.config = (mem_root() / "job.json").string();
     o.state_dir = (mem_root() / "state").string();
     o.json = true;
     o.become_subreaper = false;
-    const int code = baton::run_job(o, ctx, launcher);
+    const int code = baton::supervisor::run_job(o, ctx, launcher);
     json summary;
     if (!out.str().empty()) summary = json::parse(out.str(), nullptr, false);
     return {code, summary, err.str()};
@@ -87,7 +87,7 @@ struct fixture {
     REQUIRE(store.save(*r));
   }
 
-  baton::mem_env files;
+  baton::os::mem_env files;
   baton::test::fake_launcher launcher;
   baton::test::fake_trainer trainer;
 };
@@ -98,7 +98,7 @@ TEST_CASE("baton run completes a job in fresh workers and prints the summary", "
   fixture f;
   const auto r = f.run();
   INFO(r.err);
-  CHECK(r.code == baton::exit_ok);
+  CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.summary.at("state") == "completed");
   CHECK(r.summary.at("checkpoint_step") == 16);
   CHECK(r.summary.at("shards").size() == 2);
@@ -114,7 +114,7 @@ TEST_CASE("baton run completes a job in fresh workers and prints the summary", "
 
   // Run again: nothing left to do, said so, no worker started.
   const auto again = f.run();
-  CHECK(again.code == baton::exit_ok);
+  CHECK(again.code == baton::supervisor::exit_ok);
   CHECK(again.summary.at("state") == "completed");
   CHECK(f.launcher.workers.size() == 2);
 }
@@ -124,7 +124,7 @@ TEST_CASE("baton run resumes a paused job (an earlier Ctrl-C)", "[unit][run]") {
   f.leave(job_state::paused, false);
   const auto r = f.run();
   INFO(r.err);
-  CHECK(r.code == baton::exit_ok);
+  CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.summary.at("state") == "completed");
   CHECK(r.summary.at("diagnosis") == "");
 }
@@ -135,7 +135,7 @@ TEST_CASE("baton run recovers a job a killed run left running: its shard closed 
   f.leave(job_state::running, true);
   const auto r = f.run();
   INFO(r.err);
-  CHECK(r.code == baton::exit_ok);
+  CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.summary.at("state") == "completed");
   REQUIRE(r.summary.at("shards").size() == 3);
   CHECK(r.summary["shards"][0]["exit_cause"] == "stopped");
@@ -150,7 +150,7 @@ TEST_CASE("baton run fails a crash-looping job with exit 1 and the diagnosis", "
     p.exit(baton::os::exit_status::exited(1));
   };
   const auto r = f.run();
-  CHECK(r.code == baton::exit_failure);
+  CHECK(r.code == baton::supervisor::exit_failure);
   CHECK(r.summary.at("state") == "failed");
   CHECK(r.summary.at("diagnosis") == "crashed 2 times at step 0: exit code 1");
   CHECK(r.summary.at("restarts_by_cause") == json{{"crashed", 2}});
@@ -163,7 +163,7 @@ TEST_CASE("baton run refuses a job whose config changed since its state was made
   doc["training"]["epochs"] = 3;
   f.write_config(doc);
   const auto r = f.run();
-  CHECK(r.code == baton::exit_invalid);
+  CHECK(r.code == baton::supervisor::exit_invalid);
   CHECK_THAT(r.err, Catch::Contains("was started from a different config"));
   CHECK(f.launcher.workers.empty());
 }

@@ -13,6 +13,7 @@
 #include "supervisor/cli.h"
 
 using namespace baton;
+using namespace baton::supervisor;
 using namespace std::chrono_literals;
 
 namespace {

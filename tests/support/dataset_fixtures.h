@@ -1,6 +1,6 @@
 // What the tests of the dataset loader (tests/worker/dataset*_test.cpp, one per source file of
 // worker/dataset*.cpp) share: an env that serves files from a map, so a loader is seen to read
-// only through env::read_file, and builders for CSV specs and .npy file bytes.
+// only through os::env::read_file, and builders for CSV specs and .npy file bytes.
 #pragma once
 
 #include <bit>
@@ -25,12 +25,12 @@ using baton::protocol::npy_data;
 using baton::worker::dataset;
 using baton::worker::load_dataset;
 
-// Files live in a map: the loader must read only through env::read_file.
-class map_env : public baton::env {
+// Files live in a map: the loader must read only through os::env::read_file.
+class map_env : public baton::os::env {
  public:
   std::map<std::string, std::string> files;
 
-  baton::result<std::unique_ptr<baton::writable_file>> new_writable_file(
+  baton::result<std::unique_ptr<baton::os::writable_file>> new_writable_file(
       const fs::path& path) override {
     return baton::make_error("map_env: cannot write " + path.string());
   }

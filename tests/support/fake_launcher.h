@@ -210,7 +210,7 @@ class fake_launcher final : public supervisor::process_launcher {
 // exits (3 after a stop, else 0). `hang_after` > 0: it stops stepping after that many steps of a
 // shard and only a stop (or a kill) ends it.
 struct fake_trainer {
-  env* files = nullptr;
+  os::env* files = nullptr;
   std::chrono::milliseconds step_time{3};
   std::int64_t hang_after = 0;
   // Filled from the job file when the worker starts.

@@ -1,7 +1,8 @@
-// Absolute paths for tests that name files without touching the disk (mem_env, parsers, expected
-// error messages). "/etc/baton" is absolute on POSIX but only drive-relative on Windows, where the
-// product rightly resolves it against the current drive; abs_path() gives the path the platform
-// itself calls absolute, spelled natively, so expected messages match what the product prints.
+// Absolute paths for tests that name files without touching the disk (os::mem_env, parsers,
+// expected error messages). "/etc/baton" is absolute on POSIX but only drive-relative on Windows,
+// where the product rightly resolves it against the current drive; abs_path() gives the path the
+// platform itself calls absolute, spelled natively, so expected messages match what the product
+// prints.
 #pragma once
 
 #include <filesystem>

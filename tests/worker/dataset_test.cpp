@@ -16,16 +16,16 @@ using baton::protocol::synthetic_data;
 using baton::worker::row_matrix;
 
 TEST_CASE("csv and npy load from real files through the default env", "[unit][dataset]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const fs::path dir = fs::temp_directory_path() / "baton-dataset-test";
   fs::remove_all(dir);
   REQUIRE(e.create_dirs(dir));
-  REQUIRE(baton::write_file_atomic(e, dir / "data.csv", "a,b,y\n1,2,0\n3,4,1\n"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "data.csv", "a,b,y\n1,2,0\n3,4,1\n"));
   auto c = load_dataset(e, csv((dir / "data.csv").string(), "y"), loss_kind::mse, 1);
   REQUIRE(c);
   CHECK(c->x(1, 1) == 4.0f);
-  REQUIRE(baton::write_file_atomic(e, dir / "x.npy", x_f4_3x2));
-  REQUIRE(baton::write_file_atomic(
+  REQUIRE(baton::os::write_file_atomic(e, dir / "x.npy", x_f4_3x2));
+  REQUIRE(baton::os::write_file_atomic(
       e, dir / "y.npy", npy_file("<f8", "(3,)", raw_bytes(std::vector<double>{0.5, 1.5, 2.5}))));
   npy_data n;
   n.features = dir / "x.npy";

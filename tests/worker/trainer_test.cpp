@@ -35,18 +35,18 @@ protocol::job_spec small_spec(bool shuffle = true, double validation = 0.2) {
 }
 
 dataset data_for(const protocol::job_spec& s) {
-  mem_env e;
+  os::mem_env e;
   return load_dataset(e, *s.data, s.training->loss, s.model->layers.back().units).value();
 }
 
-std::unique_ptr<trainer> make(const protocol::job_spec& s, env& e) {
+std::unique_ptr<trainer> make(const protocol::job_spec& s, os::env& e) {
   auto t = trainer::create(s, data_for(s), e);
   REQUIRE(t);
   return std::move(*t);
 }
 
 std::unique_ptr<trainer> make(const protocol::job_spec& s) {
-  mem_env e;
+  os::mem_env e;
   return make(s, e);
 }
 
@@ -265,7 +265,7 @@ TEST_CASE("restore refuses a checkpoint from a changed spec or data", "[unit][tr
   SECTION("data content with the same spec") {
     auto d = data_for(changed);
     d.x(0, 0) += 1.0f;
-    mem_env e;
+    os::mem_env e;
     auto other = trainer::create(changed, std::move(d), e).value();
     auto r = other->restore(c, "ckpt-4");
     REQUIRE_FALSE(r);
@@ -362,7 +362,7 @@ std::vector<protocol::tensor> f64_weights() {
 }
 
 result<std::unique_ptr<trainer>> with_weights(const std::string& file_bytes) {
-  mem_env e;
+  os::mem_env e;
   REQUIRE(e.create_dirs("/w"));
   REQUIRE(e.put("/w/init.safetensors", file_bytes));
   auto spec = small_spec();
@@ -436,7 +436,7 @@ TEST_CASE("initial weights errors name the tensor and the expected shape", "[uni
                Contains("model.initial_weights: /w/init.safetensors: header length"));
   }
   SECTION("a missing file") {
-    mem_env e;
+    os::mem_env e;
     auto spec = small_spec();
     spec.model->initial_weights = "/nowhere/w.safetensors";
     auto r = trainer::create(spec, data_for(spec), e);
