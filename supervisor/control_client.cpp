@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "os/env.h"
+
 namespace baton::supervisor::control_client {
 
 namespace asio = boost::asio;
@@ -184,7 +186,7 @@ result<api_response> call(control_transport transport, const std::filesystem::pa
   if (transport == control_transport::unix_socket) {
     return call_unix(path, method, target, body, timeout);
   }
-  auto endpoint = load_control_endpoint(path);
+  auto endpoint = load_control_endpoint(os::env::default_env(), path);
   if (!endpoint) return endpoint.error();
   return call_tcp(*endpoint, "endpoint file " + path.string(), method, target, body, timeout);
 }

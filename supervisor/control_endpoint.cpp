@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <system_error>
 #include <vector>
 
+#include "os/env.h"
 #include "supervisor/control_api.h"
 #include "supervisor/control_token.h"
 
@@ -113,22 +113,23 @@ result<control_endpoint> parse_control_endpoint(std::string_view text) {
   return e;
 }
 
-result<control_endpoint> load_control_endpoint(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) {
+result<control_endpoint> load_control_endpoint(os::env& env, const std::filesystem::path& file) {
+  if (!env.file_exists(file)) {
     return make_error("cannot read control endpoint file " + file.string() +
                       ": it does not exist (is `baton serve` running?)");
   }
-  std::ifstream in(file, std::ios::binary);
+  auto in = env.new_readable_file(file);
   if (!in) {
-    return make_error("cannot read control endpoint file " + file.string() +
+    return make_error("cannot read control endpoint file " + file.string() + ": " +
+                      in.error().message +
                       " (only Administrators, SYSTEM and the daemon's account or group may)");
   }
+  // One byte past the cap tells an oversized file from one exactly at it.
   std::string text;
-  text.resize(max_control_endpoint_bytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return make_error("cannot read control endpoint file " + file.string());
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (auto s = (*in)->read(0, max_control_endpoint_bytes + 1, text); !s) {
+    return make_error("cannot read control endpoint file " + file.string() + ": " +
+                      s.error().message);
+  }
   auto e = parse_control_endpoint(text);
   if (!e) return prefix_lines(file.string() + ": ", e.error());
   return e;

@@ -13,6 +13,10 @@
 
 #include "base/status.h"
 
+namespace baton::os {
+class env;
+}
+
 namespace baton::supervisor {
 
 inline constexpr int control_endpoint_version = 1;
@@ -36,7 +40,8 @@ std::string render_control_endpoint(const control_endpoint& e);
 result<control_endpoint> parse_control_endpoint(std::string_view text);
 
 // Reads and parses `file`; errors start with the file name. A missing file says the daemon is
-// probably not running, an unreadable one that the caller lacks the rights to use it.
-result<control_endpoint> load_control_endpoint(const std::filesystem::path& file);
+// probably not running, an unreadable one that the caller lacks the rights to use it. At most
+// max_control_endpoint_bytes + 1 bytes are read, so a huge file is refused without being loaded.
+result<control_endpoint> load_control_endpoint(os::env& env, const std::filesystem::path& file);
 
 }  // namespace baton::supervisor

@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <system_error>
 
+#include "os/env.h"
 #include "os/exclusive_address.h"
 #include "os/private_file.h"
 #include "os/system.h"
@@ -86,7 +87,7 @@ class tcp_listener final : public control_listener {
     if (written_) {
       written_ = false;
       // Only our own file: a daemon started after us (we were presumed dead) owns a new one.
-      auto current = load_control_endpoint(options_.socket_path);
+      auto current = load_control_endpoint(os::env::default_env(), options_.socket_path);
       if (current && tokens_equal(current->token, endpoint_.token)) {
         std::error_code fec;
         fs::remove(options_.socket_path, fec);
@@ -124,7 +125,7 @@ class tcp_listener final : public control_listener {
   status check_not_live(const fs::path& file) {
     std::error_code fec;
     if (!fs::exists(file, fec)) return {};
-    auto old = load_control_endpoint(file);
+    auto old = load_control_endpoint(os::env::default_env(), file);
     if (!old) {
       // Garbage, or written by an account we cannot read as: replacing it fails in the latter
       // case with the OS's reason, which is the clearer message.

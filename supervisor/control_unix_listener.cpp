@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "os/peer_credentials.h"
+#include "os/socket_file.h"
 #include "supervisor/control_accept_loop.h"
 #include "supervisor/control_listener.h"
 
@@ -15,50 +16,8 @@ namespace baton::supervisor {
 namespace {
 
 namespace asio = boost::asio;
-namespace fs = std::filesystem;
 using local = asio::local::stream_protocol;
 using error_code = boost::system::error_code;
-
-// sockaddr_un::sun_path is 108 bytes on Linux (104 on the BSDs), including the terminating NUL.
-constexpr std::size_t max_socket_path = 107;
-
-status check_path_length(const fs::path& path) {
-  if (path.native().size() > max_socket_path) {
-    return make_error("socket path " + path.string() + " is " +
-                      std::to_string(path.native().size()) + " bytes; Unix sockets allow at most " +
-                      std::to_string(max_socket_path));
-  }
-  if (path.native().empty()) return make_error("socket path is empty");
-  return {};
-}
-
-// A socket file outlives a daemon that was killed. It is ours to replace only if nobody answers
-// on it: connected (or a full backlog, which also means a listener) is a live daemon.
-status remove_if_stale(const fs::path& path) {
-  std::error_code fec;
-  const auto st = fs::symlink_status(path, fec);
-  if (fec || !fs::exists(st)) return {};
-  if (!fs::is_socket(st)) {
-    return make_error(path.string() + " exists and is not a socket; not removing it");
-  }
-  asio::io_context probe_io;
-  local::socket probe(probe_io);
-  error_code ec;
-  probe.open(local(), ec);
-  if (!ec) probe.non_blocking(true, ec);
-  if (!ec) probe.connect(local::endpoint(path.string()), ec);
-  if (!ec || ec == asio::error::would_block || ec == asio::error::try_again ||
-      ec == asio::error::in_progress) {
-    return make_error("another baton daemon is listening on " + path.string());
-  }
-  if (ec != asio::error::connection_refused) {
-    return make_error("cannot check whether " + path.string() + " is in use: " + ec.message());
-  }
-  if (!fs::remove(path, fec) && fec) {
-    return make_error("cannot remove stale socket " + path.string() + ": " + fec.message());
-  }
-  return {};
-}
 
 class unix_listener final : public control_listener {
  public:
@@ -68,8 +27,8 @@ class unix_listener final : public control_listener {
   ~unix_listener() override { stop(); }
 
   status start() override {
-    if (auto s = check_path_length(options_.socket_path); !s) return s;
-    const fs::path& path = options_.socket_path;
+    if (auto s = os::check_socket_path_length(options_.socket_path); !s) return s;
+    const auto& path = options_.socket_path;
     if (options_.group) {
       auto gid = os::find_group(*options_.group);
       if (!gid) {
@@ -78,8 +37,8 @@ class unix_listener final : public control_listener {
       }
       allowed_gid_ = *gid;
     }
-    if (auto s = prepare_folder(path.parent_path()); !s) return s;
-    if (auto s = remove_if_stale(path); !s) return s;
+    if (auto s = os::prepare_socket_folder(path.parent_path(), allowed_gid_); !s) return s;
+    if (auto s = os::remove_stale_socket(path); !s) return s;
 
     local::acceptor acceptor(io_);
     error_code ec;
@@ -96,20 +55,9 @@ class unix_listener final : public control_listener {
       stop();
       return make_error("cannot listen on " + path.string() + ": " + ec.message());
     }
-    std::error_code fec;
-    fs::permissions(path,
-                    fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                        fs::perms::group_write,
-                    fs::perm_options::replace, fec);
-    if (fec) {
+    if (auto s = os::set_socket_access(path, allowed_gid_); !s) {
       stop();
-      return make_error("cannot set mode 0660 on " + path.string() + ": " + fec.message());
-    }
-    if (allowed_gid_) {
-      if (auto s = os::set_file_group(path, *allowed_gid_); !s) {
-        stop();
-        return s;
-      }
+      return s;
     }
     our_uid_ = os::current_uid();
     const session_limits limits{options_.read_timeout, options_.body_limit, 64 * 1024};
@@ -124,8 +72,7 @@ class unix_listener final : public control_listener {
     if (loop_) loop_->stop();
     if (bound_) {
       bound_ = false;
-      std::error_code fec;
-      fs::remove(options_.socket_path, fec);
+      os::remove_socket_file(options_.socket_path);
     }
   }
 
@@ -138,26 +85,6 @@ class unix_listener final : public control_listener {
   std::uint16_t port() const override { return 0; }
 
  private:
-  // A folder we create is 0750 (and gets the group), so only its owner and group can even reach
-  // the socket. An existing folder is left alone: it may be /run or a user's runtime dir.
-  status prepare_folder(const fs::path& dir) {
-    if (dir.empty()) return {};
-    std::error_code fec;
-    if (fs::exists(dir, fec)) {
-      if (!fs::is_directory(dir, fec)) {
-        return make_error(dir.string() + " exists and is not a folder");
-      }
-      return {};
-    }
-    fs::create_directories(dir, fec);
-    if (fec) return make_error("cannot create folder " + dir.string() + ": " + fec.message());
-    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
-                    fs::perm_options::replace, fec);
-    if (fec) return make_error("cannot set mode 0750 on " + dir.string() + ": " + fec.message());
-    if (allowed_gid_) return os::set_file_group(dir, *allowed_gid_);
-    return {};
-  }
-
   control_admission admit(local::socket& socket) {
     control_admission out;
     auto creds = os::get_peer_credentials(socket.native_handle());

@@ -5,7 +5,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "os/env.h"
+#include "os/mem_env.h"
+#include "support/test_paths.h"
+
 using namespace baton::supervisor;
+namespace os = baton::os;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
@@ -90,17 +95,30 @@ TEST_CASE("loading names the file", "[unit][control_endpoint]") {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const auto file = dir / "control-endpoint.json";
-  auto missing = load_control_endpoint(file);
+  auto missing = load_control_endpoint(os::env::default_env(), file);
   REQUIRE_FALSE(missing);
   CHECK_THAT(missing.error().message,
              Catch::Contains(file.string()) && Catch::Contains("(is `baton serve` running?)"));
   std::ofstream(file) << R"({"version": 1})";
-  auto bad = load_control_endpoint(file);
+  auto bad = load_control_endpoint(os::env::default_env(), file);
   REQUIRE_FALSE(bad);
   CHECK_THAT(bad.error().message, Catch::Contains(file.string() + ": port: missing"));
   std::ofstream(file, std::ios::trunc) << good_doc().dump();
-  auto good = load_control_endpoint(file);
+  auto good = load_control_endpoint(os::env::default_env(), file);
   REQUIRE(good);
   CHECK(good->token == token);
   fs::remove_all(dir);
+}
+
+TEST_CASE("loading goes through the env and stops at the size cap", "[unit][control_endpoint]") {
+  os::mem_env env;
+  const auto file = baton::test::abs_path("/mem/control-endpoint.json");
+  REQUIRE(os::write_file_atomic(env, file, good_doc().dump()));
+  auto good = load_control_endpoint(env, file);
+  REQUIRE(good);
+  CHECK(good->token == token);
+  REQUIRE(os::write_file_atomic(env, file, std::string(1 << 20, ' ') + good_doc().dump()));
+  auto huge = load_control_endpoint(env, file);
+  REQUIRE_FALSE(huge);
+  CHECK_THAT(huge.error().message, Catch::Contains("4097 bytes; at most 4096"));
 }

@@ -14,12 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include "os/env.h"
 #include "supervisor/control_client.h"
 #include "supervisor/control_endpoint.h"
 #include "supervisor/control_server.h"
 #include "support/private_file_checks.h"
 
 using namespace baton::supervisor;
+namespace os = baton::os;
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -107,7 +109,7 @@ TEST_CASE("tcp: requests with the endpoint file's token are served", "[unit][con
   const auto file = dir / "sub" / "control-endpoint.json";
   running_server srv(file);
   REQUIRE(fs::exists(file));
-  auto endpoint = load_control_endpoint(file);
+  auto endpoint = load_control_endpoint(os::env::default_env(), file);
   REQUIRE(endpoint);
   CHECK(endpoint->port == srv.server.port());
   CHECK(endpoint->port != 0);
@@ -139,7 +141,7 @@ TEST_CASE("tcp: a wrong or missing token gets 401 and reaches no handler", "[uni
   const auto dir = scratch("401");
   const auto file = dir / "control-endpoint.json";
   running_server srv(file);
-  auto endpoint = load_control_endpoint(file);
+  auto endpoint = load_control_endpoint(os::env::default_env(), file);
   REQUIRE(endpoint);
 
   auto wrong = *endpoint;
@@ -200,7 +202,7 @@ TEST_CASE("tcp: a live daemon keeps its endpoint file, a stale one is replaced",
   std::ofstream(file) << render_control_endpoint(dead);
   {
     running_server srv(file);
-    auto now = load_control_endpoint(file);
+    auto now = load_control_endpoint(os::env::default_env(), file);
     REQUIRE(now);
     CHECK(now->token != dead.token);
     CHECK(must_call(file, "GET", "/v1/health").status == 200);

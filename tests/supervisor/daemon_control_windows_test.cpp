@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "os/env.h"
 #include "os/process.h"
 #include "supervisor/control_client.h"
 #include "supervisor/control_endpoint.h"
@@ -22,6 +23,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using namespace baton::supervisor;
+namespace os = baton::os;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -115,7 +117,7 @@ TEST_CASE("windows daemon: endpoint file, 401, submit and wait through the clien
   const auto file = d.endpoint_file().string();
   CHECK_THAT(d.log(), Catch::Contains("serving on 127.0.0.1:") && Catch::Contains(file));
 
-  auto endpoint = load_control_endpoint(d.endpoint_file());
+  auto endpoint = load_control_endpoint(os::env::default_env(), d.endpoint_file());
   REQUIRE(endpoint);
   CHECK(endpoint->address == "127.0.0.1");
   CHECK(endpoint->port != 0);
