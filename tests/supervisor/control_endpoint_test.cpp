@@ -113,6 +113,7 @@ TEST_CASE("loading names the file", "[unit][control_endpoint]") {
 TEST_CASE("loading goes through the env and stops at the size cap", "[unit][control_endpoint]") {
   os::mem_env env;
   const auto file = baton::test::abs_path("/mem/control-endpoint.json");
+  REQUIRE(env.create_dirs(file.parent_path()));
   REQUIRE(os::write_file_atomic(env, file, good_doc().dump()));
   auto good = load_control_endpoint(env, file);
   REQUIRE(good);
