@@ -60,7 +60,23 @@ enum class group_signal { terminate, kill };
 
 class process {
  public:
-  class impl;
+  // What each OS implements (os/posix/process_posix.cpp, os/windows/process_windows.cpp), with
+  // the meaning of the methods below. Shared, not owned: pending Asio handlers keep it alive after
+  // the process object is gone, and abandon() tells it so.
+  class impl {
+   public:
+    virtual ~impl() = default;
+    virtual std::int64_t pid() const = 0;
+    virtual void start_reading(line_handler on_line) = 0;
+    virtual void write_line(std::string line, write_handler on_done) = 0;
+    virtual void close_stdin() = 0;
+    virtual void wait(exit_handler on_exit) = 0;
+    virtual bool exited() const = 0;
+    virtual status signal_group(group_signal sig) = 0;
+    virtual result<std::uint64_t> rss_bytes() const = 0;
+    // The process object is being destroyed: kill the group unless the worker exited.
+    virtual void abandon() = 0;
+  };
   explicit process(std::shared_ptr<impl> p);
   process(const process&) = delete;
   process& operator=(const process&) = delete;

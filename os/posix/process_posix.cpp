@@ -190,16 +190,17 @@ result<int> stop_then_kill(Find find) {
 
 }  // namespace
 
-class process::impl : public std::enable_shared_from_this<impl> {
+class posix_process final : public process::impl,
+                            public std::enable_shared_from_this<posix_process> {
  public:
   using child = bp::basic_process<asio::io_context::executor_type>;
 
-  impl(child proc, asio::readable_pipe out, asio::writable_pipe in)
+  posix_process(child proc, asio::readable_pipe out, asio::writable_pipe in)
       : proc_(std::move(proc)), pipes_(std::move(out), std::move(in)), pid_(proc_.id()) {
     register_pid(pid_);
   }
 
-  ~impl() {
+  ~posix_process() override {
     // bp's destructor SIGKILLs and blocks on waitpid if the child was never reaped; it has been
     // killed by then (abandon), so the wait is short.
     if (!exited_) {
@@ -209,27 +210,27 @@ class process::impl : public std::enable_shared_from_this<impl> {
     unregister_pid(pid_);
   }
 
-  std::int64_t pid() const { return pid_; }
-  bool exited() const { return exited_; }
+  std::int64_t pid() const override { return pid_; }
+  bool exited() const override { return exited_; }
 
-  void abandon() {
+  void abandon() override {
     abandoned_ = true;
     on_exit_ = nullptr;
     if (!exited_) ::kill(-static_cast<pid_t>(pid_), SIGKILL);
     pipes_.abandon();
   }
 
-  void start_reading(line_handler on_line) {
+  void start_reading(line_handler on_line) override {
     pipes_.start_reading(std::move(on_line), shared_from_this());
   }
 
-  void write_line(std::string line, write_handler on_done) {
+  void write_line(std::string line, write_handler on_done) override {
     pipes_.write_line(std::move(line), std::move(on_done), shared_from_this());
   }
 
-  void close_stdin() { pipes_.close_stdin(); }
+  void close_stdin() override { pipes_.close_stdin(); }
 
-  void wait(exit_handler on_exit) {
+  void wait(exit_handler on_exit) override {
     on_exit_ = std::move(on_exit);
     proc_.async_wait([self = shared_from_this()](error_code ec, int) noexcept {
       exit_status st{};
@@ -242,7 +243,9 @@ class process::impl : public std::enable_shared_from_this<impl> {
     });
   }
 
-  status signal_group(group_signal sig) {
+  result<std::uint64_t> rss_bytes() const override { return tree_rss_bytes(pid_); }
+
+  status signal_group(group_signal sig) override {
     const int signo = sig == group_signal::kill ? SIGKILL : SIGTERM;
     if (::kill(-static_cast<pid_t>(pid_), signo) != 0 && errno != ESRCH) {
       return errno_error("signal process group " + std::to_string(pid_), errno);
@@ -258,21 +261,6 @@ class process::impl : public std::enable_shared_from_this<impl> {
   bool abandoned_ = false;
   exit_handler on_exit_;
 };
-
-process::process(std::shared_ptr<impl> p) : impl_(std::move(p)) {}
-process::~process() {
-  if (impl_) impl_->abandon();
-}
-std::int64_t process::pid() const { return impl_->pid(); }
-void process::async_read_lines(line_handler on_line) { impl_->start_reading(std::move(on_line)); }
-void process::async_write_line(std::string line, write_handler on_done) {
-  impl_->write_line(std::move(line), std::move(on_done));
-}
-void process::close_stdin() { impl_->close_stdin(); }
-void process::async_wait(exit_handler on_exit) { impl_->wait(std::move(on_exit)); }
-bool process::exited() const { return impl_->exited(); }
-status process::signal_group(group_signal sig) { return impl_->signal_group(sig); }
-result<std::uint64_t> process::rss_bytes() const { return tree_rss_bytes(impl_->pid()); }
 
 result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options& options) {
   if (options.argv.empty()) return make_error("spawn: empty argv");
@@ -329,7 +317,7 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   in_read.reset();
   out_write.reset();
   err.reset();
-  auto state = std::make_shared<process::impl>(std::move(proc), std::move(out), std::move(in));
+  auto state = std::make_shared<posix_process>(std::move(proc), std::move(out), std::move(in));
   return std::make_unique<process>(std::move(state));
 }
 

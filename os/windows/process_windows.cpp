@@ -205,20 +205,21 @@ result<std::vector<DWORD>> descendants_of(DWORD root) {
 
 }  // namespace
 
-class process::impl : public std::enable_shared_from_this<impl> {
+class windows_process final : public process::impl,
+                              public std::enable_shared_from_this<windows_process> {
  public:
-  impl(asio::io_context& io, unique_handle process, unique_handle job, DWORD pid, unique_handle out,
-       unique_handle in)
+  windows_process(asio::io_context& io, unique_handle process, unique_handle job, DWORD pid,
+                  unique_handle out, unique_handle in)
       : waiter_(io, process.release()),
         job_(std::move(job)),
         pipes_(asio::windows::stream_handle(io, out.release()),
                asio::windows::stream_handle(io, in.release())),
         pid_(pid) {}
 
-  std::int64_t pid() const { return pid_; }
-  bool exited() const { return exited_; }
+  std::int64_t pid() const override { return pid_; }
+  bool exited() const override { return exited_; }
 
-  void abandon() {
+  void abandon() override {
     abandoned_ = true;
     on_exit_ = nullptr;
     // Also after the worker's own exit: whatever it started is still in the job. No pid reuse
@@ -230,17 +231,17 @@ class process::impl : public std::enable_shared_from_this<impl> {
     waiter_.cancel(ignored);
   }
 
-  void start_reading(line_handler on_line) {
+  void start_reading(line_handler on_line) override {
     pipes_.start_reading(std::move(on_line), shared_from_this());
   }
 
-  void write_line(std::string line, write_handler on_done) {
+  void write_line(std::string line, write_handler on_done) override {
     pipes_.write_line(std::move(line), std::move(on_done), shared_from_this());
   }
 
-  void close_stdin() { pipes_.close_stdin(); }
+  void close_stdin() override { pipes_.close_stdin(); }
 
-  void wait(exit_handler on_exit) {
+  void wait(exit_handler on_exit) override {
     on_exit_ = std::move(on_exit);
     waiter_.async_wait([self = shared_from_this()](error_code ec) noexcept {
       exit_status st{};
@@ -257,7 +258,7 @@ class process::impl : public std::enable_shared_from_this<impl> {
     });
   }
 
-  status signal_group(group_signal sig) {
+  status signal_group(group_signal sig) override {
     const bool kill = sig == group_signal::kill;
     (kill ? killed_ : terminated_) = true;
     if (!::TerminateJobObject(job_.get(), kill ? kill_exit_code : terminate_exit_code)) {
@@ -267,7 +268,7 @@ class process::impl : public std::enable_shared_from_this<impl> {
   }
 
   // The working set of every process in the job: the worker and all it started.
-  result<std::uint64_t> rss_bytes() const {
+  result<std::uint64_t> rss_bytes() const override {
     std::vector<std::uint8_t> buf(sizeof(JOBOBJECT_BASIC_PROCESS_ID_LIST) + 64 * sizeof(ULONG_PTR));
     for (;;) {
       auto* list = reinterpret_cast<JOBOBJECT_BASIC_PROCESS_ID_LIST*>(buf.data());
@@ -314,21 +315,6 @@ class process::impl : public std::enable_shared_from_this<impl> {
   bool killed_ = false;
   exit_handler on_exit_;
 };
-
-process::process(std::shared_ptr<impl> p) : impl_(std::move(p)) {}
-process::~process() {
-  if (impl_) impl_->abandon();
-}
-std::int64_t process::pid() const { return impl_->pid(); }
-void process::async_read_lines(line_handler on_line) { impl_->start_reading(std::move(on_line)); }
-void process::async_write_line(std::string line, write_handler on_done) {
-  impl_->write_line(std::move(line), std::move(on_done));
-}
-void process::close_stdin() { impl_->close_stdin(); }
-void process::async_wait(exit_handler on_exit) { impl_->wait(std::move(on_exit)); }
-bool process::exited() const { return impl_->exited(); }
-status process::signal_group(group_signal sig) { return impl_->signal_group(sig); }
-result<std::uint64_t> process::rss_bytes() const { return impl_->rss_bytes(); }
 
 result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options& options) {
   if (options.argv.empty()) return make_error("spawn: empty argv");
@@ -429,8 +415,9 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   err.reset();
   lock.unlock();
 
-  auto state = std::make_shared<process::impl>(io, std::move(proc), std::move(job), pi.dwProcessId,
-                                               std::move(out->parent), std::move(in->parent));
+  auto state =
+      std::make_shared<windows_process>(io, std::move(proc), std::move(job), pi.dwProcessId,
+                                        std::move(out->parent), std::move(in->parent));
   return std::make_unique<process>(std::move(state));
 }
 
