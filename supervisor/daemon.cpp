@@ -15,8 +15,9 @@
 #include "protocol/job_spec.h"
 #include "protocol/version.h"
 #include "supervisor/control_server.h"
+#include "supervisor/job_log.h"
+#include "supervisor/job_status.h"
 #include "supervisor/job_store.h"
-#include "supervisor/leak_rate.h"
 
 namespace baton::supervisor {
 
@@ -48,87 +49,11 @@ api_response invalid_spec(const std::string& message) {
 // was killed with its supervisor (PDEATHSIG), which the machine closes as a stop.
 bool shard_open(const job_record& r) { return !r.shards.empty() && !r.shards.back().cause; }
 
-std::optional<double> live_leak_rate(const shard_record& s) {
-  std::vector<rss_sample> samples;
-  samples.reserve(s.rss.size());
-  for (const auto& p : s.rss) {
-    samples.push_back(
-        {p.step, p.t_ms, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.bytes))});
-  }
-  return leak_bytes_per_step(samples);
-}
-
 bool before(const job_record& a, const job_record& b) {
   return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.id < b.id;
 }
 
 }  // namespace
-
-json job_status_json(const job_record& r, const live_status* live,
-                     std::optional<std::int64_t> soft_limit_mib,
-                     std::optional<std::int64_t> hard_limit_mib) {
-  json j = to_json(r);
-  std::int64_t peak = 0;
-  for (const auto& s : r.shards) peak = std::max(peak, s.peak_rss_bytes);
-  j["peak_rss_bytes"] = peak;
-  json leak = nullptr;
-  if (!r.shards.empty()) {
-    const auto& s = r.shards.back();
-    if (s.cause) {
-      leak = s.leak_bytes_per_step;
-    } else if (auto rate = live_leak_rate(s)) {
-      leak = *rate;
-    }
-  }
-  j["leak_bytes_per_step"] = leak;
-  j["soft_limit_mib"] = soft_limit_mib ? json(*soft_limit_mib) : json(nullptr);
-  j["hard_limit_mib"] = hard_limit_mib ? json(*hard_limit_mib) : json(nullptr);
-  j["step"] = live ? live->step : r.checkpoint_step;
-  if (live) {
-    j["live"] = {{"pid", live->pid},
-                 {"step", live->step},
-                 {"total_steps", live->total_steps},
-                 {"epoch", live->epoch},
-                 {"loss", live->loss},
-                 {"metrics", live->metrics},
-                 {"samples_per_sec", live->samples_per_sec},
-                 {"rss_bytes", live->rss_bytes}};
-  } else {
-    j["live"] = nullptr;
-  }
-  return j;
-}
-
-result<log_chunk> read_log_chunk(os::env& e, const fs::path& file, std::uint64_t offset,
-                                 std::size_t max_bytes) {
-  log_chunk c;
-  c.offset = c.next_offset = offset;
-  if (!e.file_exists(file)) return c;  // no worker has written yet
-  auto f = e.new_readable_file(file);
-  if (!f) return make_error("cannot read " + file.string() + ": " + f.error().message);
-  const auto size = (*f)->size();
-  c.size = size;
-  if (offset >= size) return c;
-  const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(max_bytes, size - offset));
-  if (auto s = (*f)->read(offset, want, c.data); !s) {
-    return make_error("cannot read " + file.string() + ": " + s.error().message);
-  }
-  // Do not split a UTF-8 character across two chunks: the tail goes out with the next one.
-  std::size_t cut = c.data.size();
-  for (std::size_t back = 1; back <= 3 && back <= c.data.size(); ++back) {
-    const auto b = static_cast<unsigned char>(c.data[c.data.size() - back]);
-    if ((b & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
-    const std::size_t need = (b & 0xE0) == 0xC0   ? 2
-                             : (b & 0xF0) == 0xE0 ? 3
-                             : (b & 0xF8) == 0xF0 ? 4
-                                                  : 1;
-    if (need > back) cut = c.data.size() - back;
-    break;
-  }
-  if (cut > 0) c.data.resize(cut);  // a lone broken tail is sent as is rather than never
-  c.next_offset = offset + c.data.size();
-  return c;
-}
 
 struct daemon::impl : std::enable_shared_from_this<impl> {
   struct job_entry {

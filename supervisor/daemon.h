@@ -86,22 +86,4 @@ class daemon final : public api_handler {
   std::shared_ptr<impl> impl_;
 };
 
-// A job's status as the API returns it: the record's JSON plus `live` progress (null when no
-// worker runs), the job's memory limits, the current shard's leak rate and the overall peak RSS.
-nlohmann::json job_status_json(const job_record& r, const live_status* live,
-                               std::optional<std::int64_t> soft_limit_mib,
-                               std::optional<std::int64_t> hard_limit_mib);
-
-// Bytes [offset, offset + max_bytes) of a log file, cut back to a whole UTF-8 character so the
-// JSON answer carries the text unchanged. A missing file reads as empty.
-struct log_chunk {
-  std::uint64_t offset = 0;
-  std::uint64_t next_offset = 0;
-  std::uint64_t size = 0;  // file size when read
-  std::string data;
-};
-inline constexpr std::size_t max_log_chunk_bytes = 64 * 1024;
-result<log_chunk> read_log_chunk(os::env& e, const std::filesystem::path& file,
-                                 std::uint64_t offset, std::size_t max_bytes = max_log_chunk_bytes);
-
 }  // namespace baton::supervisor
