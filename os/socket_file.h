@@ -1,8 +1,8 @@
 // The file side of a Unix control socket: the checks and modes a listener needs around bind(),
 // kept here because they are file-system calls (the listener in supervisor/ only binds, listens
-// and accepts). POSIX only: Windows serves the control API on loopback TCP (peer_credentials.h),
-// so os/windows/ has no counterpart and nothing there includes this header.
-// Implementation: os/posix/socket_file_posix.cpp.
+// and accepts). Windows serves the control API on loopback TCP (peer_credentials.h): there every
+// call refuses with that reason. Implementations: os/posix/socket_file_posix.cpp,
+// os/windows/socket_file_windows.cpp.
 #pragma once
 
 #include <cstdint>
