@@ -329,6 +329,8 @@ void process::async_wait(exit_handler on_exit) { impl_->wait(std::move(on_exit))
 bool process::exited() const { return impl_->exited(); }
 status process::signal_group(group_signal sig) { return impl_->signal_group(sig); }
 result<std::uint64_t> process::rss_bytes() const { return impl_->rss_bytes(); }
+// The worker's Job Object holds it and every descendant (no breakaway is granted).
+bool process::contained() const { return true; }
 
 result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options& options) {
   if (options.argv.empty()) return make_error("spawn: empty argv");
@@ -477,5 +479,21 @@ result<int> kill_orphans_with_env(std::string_view, std::string_view) { return 0
 
 // Windows has no zombies: an exited process is gone once its last handle closes.
 result<int> reap_orphans() { return 0; }
+
+// Each worker already runs in a Job Object of its own without breakaway, and KILL_ON_JOB_CLOSE
+// ends it with the supervisor: nothing of a previous life survives to be found, and there is no
+// cgroup to choose.
+containment_report setup_containment(const containment_options&) { return current_containment(); }
+containment_report current_containment() {
+  containment_report r;
+  r.mode = "job-object";
+  r.detail = "a Job Object per worker (no breakaway, killed on close)";
+  return r;
+}
+
+struct child_reaper::impl {};
+child_reaper::child_reaper(asio::io_context&) : impl_(std::make_shared<impl>()) {}
+child_reaper::~child_reaper() = default;
+int child_reaper::reaped() const { return 0; }
 
 }  // namespace baton::os
