@@ -78,6 +78,9 @@ struct containment_options {
 containment_report setup_containment(const containment_options& options);
 // The containment chosen by setup_containment (before it: the process-group fallback).
 containment_report current_containment();
+// At the supervisor's end, after its last worker: removes its job cgroups that are empty and its
+// own, so a state dir that is no longer served leaves nothing in /sys/fs/cgroup. Best effort.
+void end_containment();
 
 // Collects the exit status of orphans (escapees re-parented to the subreaper supervisor) as soon
 // as they die, on SIGCHLD, so none stays a zombie until the next spawn; never the status of a

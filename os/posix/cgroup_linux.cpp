@@ -296,4 +296,17 @@ result<int> kill_leftovers(const hierarchy& h) {
   return killed;
 }
 
+status remove_empty(const hierarchy& h) {
+  std::string busy;
+  for (const auto& base : {h.v2_base, h.v1_base}) {
+    if (base.empty()) continue;
+    for (const auto& n : job_dirs(base)) {
+      if (::rmdir((base + "/" + n).c_str()) != 0 && errno != ENOENT) busy += " " + base + "/" + n;
+    }
+    if (::rmdir(base.c_str()) != 0 && errno != ENOENT) busy += " " + base;
+  }
+  if (!busy.empty()) return make_error("cgroups still in use:" + busy);
+  return {};
+}
+
 }  // namespace baton::os::cgroup

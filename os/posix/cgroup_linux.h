@@ -72,4 +72,8 @@ result<std::shared_ptr<job_cgroup>> open_job(const hierarchy& h, const std::stri
 // process in them and removes them. Returns how many processes were killed.
 result<int> kill_leftovers(const hierarchy& h);
 
+// Removes the empty job cgroups below `h`, then `h`'s own folders if they are empty by then.
+// An error names what is still busy.
+status remove_empty(const hierarchy& h);
+
 }  // namespace baton::os::cgroup

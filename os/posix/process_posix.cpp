@@ -70,7 +70,7 @@ constexpr const char* marker_name = "BATON_WORKER_GROUP";
 struct containment_state {
   std::string name = cgroup::supervisor_dir_name("");  // "baton-<hash of the key>"
   cgroup::hierarchy cgroups;                           // usable(): cgroup mode
-  containment_report report;
+  containment_report report{"process-group", "process group only: containment not set up", 0};
   // Job cgroups of workers that are gone, killed but not yet empty: removed by a later sweep.
   std::vector<std::shared_ptr<cgroup::job_cgroup>> retired;
 };
@@ -697,6 +697,13 @@ containment_report setup_containment(const containment_options& options) {
   std::lock_guard lock(spawn_mutex);
   containment_now().report = report;
   return report;
+}
+
+void end_containment() {
+  std::lock_guard lock(spawn_mutex);
+  auto& cs = containment_now();
+  sweep_retired();
+  if (cs.cgroups.usable()) (void)cgroup::remove_empty(cs.cgroups);
 }
 
 containment_report current_containment() {
