@@ -8,7 +8,9 @@ and stdout stay the supervisor's), it starts:
   - a plain child, which stays in the worker's process group and sleeps;
   - an escapee: a child calls setsid() (a session and group of its own) and forks again, and
     its child, re-parented away from the worker once the middle one exits, holds MIB MiB of
-    touched memory and sleeps. With `empty-env` the escapee first re-execs itself with an
+    touched memory and sleeps (in the job's first worker, BATON_SHARD_INDEX 0; later workers'
+    escapees hold 1 MiB, so the job can make progress once the first one's is gone). With
+    `empty-env` the escapee first re-execs itself with an
     empty environment, so it carries no BATON_* variable that could give it away.
 Each appends "<kind> <pid>" to PIDS_DIR/pids. The worker waits for the escapee's line, so the
 memory is held by the time training starts. Used by tests/integration/escape_test.cpp.
@@ -42,6 +44,8 @@ def main():
         hold(sys.argv[2], int(sys.argv[3]))
         return
     pids_dir, mib = sys.argv[1], int(sys.argv[2])
+    if os.environ.get("BATON_SHARD_INDEX", "0") != "0":
+        mib = 1
     empty_env = len(sys.argv) > 3 and sys.argv[3] == "empty-env"
     note(pids_dir, "worker")
     if os.fork() == 0:
