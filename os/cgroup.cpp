@@ -99,8 +99,8 @@ result<std::uint64_t> v2_memory_bytes(std::string_view memory_stat) {
   if (!anon) return make_error("memory.stat: no anon field");
   if (const auto kernel = stat_value(memory_stat, "kernel")) return *anon + *kernel;
   std::uint64_t kernel = 0;
-  for (const auto key : {"kernel_stack", "pagetables", "sec_pagetables", "percpu", "sock",
-                         "vmalloc", "slab"}) {
+  for (const auto key :
+       {"kernel_stack", "pagetables", "sec_pagetables", "percpu", "sock", "vmalloc", "slab"}) {
     kernel += stat_value(memory_stat, key).value_or(0);
   }
   return *anon + kernel;
@@ -189,8 +189,8 @@ std::string job_dir_name(std::string_view job_id) {
   std::string name = "job-";
   bool changed = job_id.empty() || job_id.size() > 64 || job_id == "." || job_id == "..";
   for (const char c : job_id.substr(0, 64)) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '.' || c == '_' || c == '-';
     name += plain ? c : '_';
     changed = changed || !plain;
   }

@@ -148,7 +148,8 @@ hierarchy set_up(const std::string& state_key, std::string& why_not) {
           }
           if (s) s = enable_memory(base);
           h.v2_memory = static_cast<bool>(s);
-          if (!s) reasons.push_back("no v2 memory controller for job cgroups: " + s.error().message);
+          if (!s)
+            reasons.push_back("no v2 memory controller for job cgroups: " + s.error().message);
         }
       }
     }

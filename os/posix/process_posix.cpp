@@ -419,7 +419,7 @@ class process::impl : public std::enable_shared_from_this<impl> {
   pipe_pump<asio::readable_pipe, asio::writable_pipe> pipes_;
   std::int64_t pid_;
   std::shared_ptr<cgroup::job_cgroup> cg_;  // null: process group (and mark) only
-  std::string marker_;                       // BATON_WORKER_GROUP's value; empty: no group
+  std::string marker_;                      // BATON_WORKER_GROUP's value; empty: no group
   bool exited_ = false;
   bool abandoned_ = false;
   exit_handler on_exit_;
@@ -605,7 +605,7 @@ result<int> reap_orphans() {
   for (;;) {
     siginfo_t info{};
     if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return reaped;  // ECHILD
-    if (info.si_pid == 0) return reaped;  // no zombie
+    if (info.si_pid == 0) return reaped;                                             // no zombie
     if (is_registered(info.si_pid)) break;  // a worker's: its exit status is Boost's to take
     int st = 0;
     if (::waitpid(info.si_pid, &st, WNOHANG) > 0) ++reaped;

@@ -150,8 +150,8 @@ void recycle_and_end(const mode& m) {
   const auto err = dir / "client.err";
   const auto sock = d->socket().string();
   // The worker itself stays far below 80 MiB; only the escapee's 150 MiB can cross it.
-  const auto sub = run_baton({"submit", write_job(dir, m, 3, 3, 80).string(), "--socket", sock},
-                             err);
+  const auto sub =
+      run_baton({"submit", write_job(dir, m, 3, 3, 80).string(), "--socket", sock}, err);
   REQUIRE(sub.code == 0);
   const auto id = trim(sub.out);
   // The first worker is recycled for the escapee's memory; by the second worker's escapee, the

@@ -3,8 +3,6 @@
 // mark), its memory counts, and the group's kill ends it; a later supervisor with the same key
 // kills what an earlier one left in its cgroups. The cgroup cases skip where no cgroup is
 // writable (an unprivileged user without a delegated cgroup).
-#include "os/posix/cgroup_linux.h"
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +17,7 @@
 #include <thread>
 
 #include "os/cgroup.h"
+#include "os/posix/cgroup_linux.h"
 #include "os/process.h"
 #include "support/skip.h"
 
@@ -62,12 +61,16 @@ std::string read_text(const fs::path& p) {
 // writes its pid to `file`; the worker prints "ready" once the pid is there, then sleeps.
 std::string escaping_worker(const fs::path& file, int hold_mib) {
   return "import os, sys, time\n"
-         "f = " + ("'" + file.string() + "'") + "\n"
+         "f = " +
+         ("'" + file.string() + "'") +
+         "\n"
          "if os.fork() == 0:\n"
          "    os.setsid()\n"
          "    if os.fork() > 0:\n"
          "        os._exit(0)\n"
-         "    hog = bytearray(" + std::to_string(hold_mib) + " << 20)\n"
+         "    hog = bytearray(" +
+         std::to_string(hold_mib) +
+         " << 20)\n"
          "    for i in range(0, len(hog), 4096): hog[i] = 1\n"
          "    open(f + '.tmp', 'w').write(str(os.getpid()))\n"
          "    os.rename(f + '.tmp', f)\n"

@@ -43,7 +43,7 @@ struct outcome {
 
 // Runs `baton args...` to completion (argv, no shell) and returns its exit code and stdout.
 inline outcome run_baton(const std::vector<std::string>& args, const fs::path& err_log,
-                  std::chrono::seconds limit = 30s) {
+                         std::chrono::seconds limit = 30s) {
   asio::io_context io;
   baton::os::spawn_options o;
   o.argv = {BATON_EXE};
@@ -163,6 +163,5 @@ inline std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
-
 
 }  // namespace baton::testing
