@@ -18,5 +18,6 @@ void process::async_wait(exit_handler on_exit) { impl_->wait(std::move(on_exit))
 bool process::exited() const { return impl_->exited(); }
 status process::signal_group(group_signal sig) { return impl_->signal_group(sig); }
 result<std::uint64_t> process::rss_bytes() const { return impl_->rss_bytes(); }
+bool process::contained() const { return impl_->contained(); }
 
 }  // namespace baton::os

@@ -2,7 +2,12 @@
 // process group, read its stdout as lines, write lines to its stdin, wait for its exit, signal
 // the whole group, and measure the memory of the worker and everything it started.
 // The supervisor owns each `process`; destroying one kills the worker's group if it still runs.
-// Implementations: os/posix/process_posix.cpp (Linux: /proc, prctl) and
+// Containment: a worker spawned with a `group` (a job) is held with everything it starts, so
+// nothing can leave by setsid or a double fork. How is the host's: on Linux the job's own cgroup
+// below the supervisor's (os/posix/cgroup_linux.h), set up once by setup_containment(); where no
+// cgroup is writable, its process group plus the supervisor as subreaper (today's tracking); on
+// Windows a Job Object per worker without breakaway.
+// Implementations: os/posix/process_posix.cpp (Linux: /proc, prctl, cgroups) and
 // os/windows/process_windows.cpp (a Job Object per worker stands in for the process group and
 // the death signal; Windows has no SIGTERM, so a graceful stop is the protocol's `stop` line).
 // Both read stdout and write stdin through one os/pipe_pump.h.
@@ -39,6 +44,59 @@ struct spawn_options {
   // Windows only (ignored on POSIX): a per-process commit limit on the worker's Job Object
   // (JOB_OBJECT_LIMIT_PROCESS_MEMORY), a backstop under the supervisor's own RSS sampling.
   std::optional<std::uint64_t> memory_backstop_bytes;
+  // The containment group (a job id) the worker and everything it starts are held in; workers of
+  // one group share it, one after another. Empty: the worker's process group only. With cgroup
+  // containment the child joins the group's cgroup before exec, so not even its first fork can
+  // be outside; in every mode it also gets BATON_WORKER_GROUP=<supervisor>/<group> in its
+  // environment, which the process-group fallback uses to find escapees re-parented to us.
+  std::string group;
+};
+
+// How workers are held together on this host (setup_containment).
+struct containment_report {
+  // "cgroup", "process-group" (the fallback: process group, subreaper, /proc) or "job-object".
+  std::string mode = "process-group";
+  // For people: which cgroups and controllers, or why the fallback ("cgroup v2
+  // /sys/fs/cgroup/x/baton-..., memory from cgroup v1 ...").
+  std::string detail;
+  // Processes a previous supervisor of the same state dir left in its groups, killed at set-up.
+  int leftovers_killed = 0;
+};
+
+struct containment_options {
+  // Names the supervisor's groups (the state dir's absolute path): the same key finds the
+  // groups of a previous supervisor's life, which are emptied before anything starts.
+  std::string key;
+  // Use the process-group fallback even where cgroups are writable (tests, and hosts where a
+  // cgroup of our own is unwanted).
+  bool force_process_group = false;
+};
+
+// Chooses the containment for every later spawn with a `group`, and kills what a previous
+// supervisor with the same key left in its groups. Call once, before the first spawn; never
+// fails (a host without writable cgroups gets the fallback, and the report says why).
+containment_report setup_containment(const containment_options& options);
+// The containment chosen by setup_containment (before it: the process-group fallback).
+containment_report current_containment();
+// At the supervisor's end, after its last worker: removes its job cgroups that are empty and its
+// own, so a state dir that is no longer served leaves nothing in /sys/fs/cgroup. Best effort.
+void end_containment();
+
+// Collects the exit status of orphans (escapees re-parented to the subreaper supervisor) as soon
+// as they die, on SIGCHLD, so none stays a zombie until the next spawn; never the status of a
+// process started by spawn(), which belongs to its `process`. Also removes job cgroups that
+// emptied late. Lives on the io_context's thread; Windows has nothing to reap.
+class child_reaper {
+ public:
+  explicit child_reaper(boost::asio::io_context& io);
+  ~child_reaper();
+  child_reaper(const child_reaper&) = delete;
+  child_reaper& operator=(const child_reaper&) = delete;
+  int reaped() const;  // orphans reaped so far
+
+ private:
+  struct impl;
+  std::shared_ptr<impl> impl_;
 };
 
 // Called once per stdout line, without the newline:
@@ -74,6 +132,7 @@ class process {
     virtual bool exited() const = 0;
     virtual status signal_group(group_signal sig) = 0;
     virtual result<std::uint64_t> rss_bytes() const = 0;
+    virtual bool contained() const = 0;
     // The process object is being destroyed: kill the group unless the worker exited.
     virtual void abandon() = 0;
   };
@@ -98,9 +157,15 @@ class process {
 
   // Sends the signal to the worker's whole process group (the worker and every descendant that
   // did not leave the group). Sending to a group that is already gone is not an error.
+  // With a containment group: to everything in the job's cgroup (kill: cgroup.kill, until it is
+  // empty), or in the fallback also to the worker's descendants and its marked escapees.
   status signal_group(group_signal sig);
-  // Current resident memory of the worker and all its descendants, in bytes.
+  // Current memory of the worker and all its descendants, in bytes: resident memory of the tree;
+  // in a cgroup, the cgroup's anonymous plus kernel memory (escapees included, page cache not).
   result<std::uint64_t> rss_bytes() const;
+  // Whether a cgroup or Job Object holds the worker and all it starts (nothing can escape), so
+  // the supervisor needs no /proc walks to find what it left.
+  bool contained() const;
 
  private:
   std::shared_ptr<impl> impl_;
@@ -121,7 +186,9 @@ result<std::unique_ptr<process>> spawn(boost::asio::io_context& io, const spawn_
 // kill_orphans() can still reach it. Call once at start-up.
 status become_subreaper();
 
-// Resident memory of `pid` and all its descendants, in bytes (current, not peak).
+// Resident memory of `pid` and all its descendants, in bytes (current, not peak). Follows
+// /proc/PID/task/TID/children where the kernel has them (CONFIG_PROC_CHILDREN), a few files per
+// process of the tree; else scans every process in /proc.
 result<std::uint64_t> tree_rss_bytes(std::int64_t pid);
 
 // SIGKILLs every descendant of `pid` (not `pid` itself), repeating until no new one appears, so
@@ -141,6 +208,7 @@ result<int> kill_orphans_with_env(std::string_view name, std::string_view value)
 
 // Reaps exited orphans (zombie children the supervisor did not spawn). Never reaps a process
 // started by spawn(): its exit status belongs to its `process`. Returns how many were reaped.
+// child_reaper calls it on every SIGCHLD.
 result<int> reap_orphans();
 
 }  // namespace baton::os

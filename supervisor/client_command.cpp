@@ -134,6 +134,10 @@ std::string format_job_status(const json& s) {
     o << ", leak " << leak_text(leak.get<double>()) << " (newest worker)";
   }
   o << "\n";
+  if (const auto c = s.find("containment"); c != s.end() && c->is_string()) {
+    o << "  containment: " << c->get<std::string>()
+      << (*c == "process-group" ? " (no cgroup: a worker's escapees may go unseen)" : "") << "\n";
+  }
   const std::string ckpt = str(s, "checkpoint_path");
   o << "  checkpoint: "
     << (ckpt.empty() ? "(none yet)"

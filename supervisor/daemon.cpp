@@ -76,6 +76,9 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   job_store store;
   std::unique_ptr<control_server> server;
   std::optional<asio::signal_set> signals;
+  os::containment_report containment = os::current_containment();
+  std::unique_ptr<os::child_reaper> reaper;  // escapees re-parented to us are reaped at once
+  bool owns_containment = false;              // set it up, so removes its cgroups at the end
   std::map<std::string, job_entry> jobs;
   std::deque<std::string> queue;
   std::size_t running = 0;
@@ -363,6 +366,8 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
       hard = j.spec->memory.hard_limit_mib;
     }
     json out = job_status_json(r, j.runner ? &j.runner->live() : nullptr, soft, hard);
+    // What holds this job's workers (cgroup, or the process-group fallback: escapees may leave).
+    out["containment"] = containment.mode;
     if (r.state == job_state::queued) {
       const auto pos = std::find(queue.begin(), queue.end(), r.id);
       if (pos != queue.end()) out["queue_position"] = pos - queue.begin() + 1;
@@ -499,6 +504,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
              {"running", running},
              {"queued", queue.size()},
              {"jobs", by_state},
+             {"containment", {{"mode", containment.mode}, {"detail", containment.detail}}},
              {"state_dir", store.state_dir().string()}}};
   }
 };
@@ -513,6 +519,7 @@ daemon::~daemon() {
     impl_->signals->cancel(ignored);
   }
   for (auto& [id, j] : impl_->jobs) j.runner.reset();
+  if (impl_->owns_containment) os::end_containment();
 }
 
 status daemon::start() {
@@ -544,13 +551,34 @@ status daemon::start() {
   // The socket first: if another daemon answers there, it owns this state and we must not
   // touch a single job.
   if (auto s = m.server->start(); !s) return s;
+  // Before any job starts: the cgroups, and what a previous daemon of this state dir left there.
+  // Only for real workers: a test's fake launcher starts no process to hold.
+  if (m.options.launcher == &os_process_launcher()) {
+    m.owns_containment = true;
+    os::containment_options co;
+    co.key = fs::absolute(m.options.settings.state_dir).lexically_normal().string();
+    const auto forced = os::get_env("BATON_CONTAINMENT");
+    co.force_process_group = forced && *forced == "process-group";
+    if (forced && !forced->empty() && *forced != "process-group" && *forced != "auto") {
+      m.log(log_level::warning, "BATON_CONTAINMENT=" + *forced +
+                                    ": expected auto or process-group; using auto");
+    }
+    m.containment = os::setup_containment(co);
+    m.log(log_level::info, "containment: " + m.containment.detail);
+    if (m.containment.leftovers_killed > 0) {
+      m.log(log_level::warning, "killed " + std::to_string(m.containment.leftovers_killed) +
+                                    " process(es) a previous daemon's workers left behind");
+    }
+  }
+  if (m.options.become_subreaper) m.reaper = std::make_unique<os::child_reaper>(m.io);
   if (auto s = m.recover(); !s) {
     m.server->stop();
     return with_context("recovering jobs", s.error());
   }
   if (m.options.handle_signals) m.install_signals();
   m.log(log_level::info, "serving on " + m.server->description() + " (max_workers " +
-                             std::to_string(m.options.settings.max_workers) + ")");
+                             std::to_string(m.options.settings.max_workers) + ", containment " +
+                             m.containment.mode + ")");
   m.start_next();
   if (m.options.hooks.on_ready) m.options.hooks.on_ready();
   return {};

@@ -403,6 +403,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
     o.stderr_log = store.log_path(record.id);
+    o.group = record.id;  // the job's cgroup: nothing the worker starts can leave it
     auto p = staging_error ? result<std::unique_ptr<worker_process>>(*staging_error)
                            : launcher.spawn(io, o);
     if (!p) {

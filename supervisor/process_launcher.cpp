@@ -23,6 +23,8 @@ class os_worker final : public worker_process {
 
   status kill_tree() override {
     auto s = p_->signal_group(os::group_signal::kill);
+    // A cgroup (or Job Object) held everything the worker started, and its kill took it all.
+    if (p_->contained()) return s;
     // Descendants that left the group (setsid, double fork) are found through the tree.
     (void)os::kill_descendants(p_->pid());
     // A double fork leaves no trace in the tree: the escapee was re-parented to us (subreaper)

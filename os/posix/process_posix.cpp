@@ -1,6 +1,9 @@
 // POSIX process control on Boost.Process v2's default launcher (fork + exec), with a launcher
-// initializer that puts the child in its own group and ties its life to the supervisor's.
-// This is the only file that includes Boost.Process headers (each such file costs 10-15 s).
+// initializer that puts the child in its job's cgroup and its own group and ties its life to the
+// supervisor's. This is the only file that includes Boost.Process headers (each such file costs
+// 10-15 s). Containment (os/process.h) lives here too: the chosen cgroup hierarchy, the job
+// cgroups of exited workers waiting to be removed, the child_reaper.
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <signal.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 
 #include <boost/asio/readable_pipe.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <boost/asio/writable_pipe.hpp>
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/stdio.hpp>
@@ -21,7 +25,9 @@
 #include <string>
 #include <unordered_set>
 
+#include "os/cgroup.h"
 #include "os/pipe_pump.h"
+#include "os/posix/cgroup_linux.h"
 #include "os/posix/proc_stat.h"
 #include "os/process.h"
 
@@ -53,6 +59,40 @@ bool is_registered(std::int64_t pid) {
   return registry.count(pid) != 0;
 }
 
+// Held from before a fork until the new pid is registered, and by every reap, so a reap can
+// never take the exit status of a worker that is not registered yet; and around every creation
+// and removal of a job cgroup.
+std::mutex spawn_mutex;
+
+constexpr const char* marker_name = "BATON_WORKER_GROUP";
+
+// The containment chosen by setup_containment. Under spawn_mutex.
+struct containment_state {
+  std::string name = cgroup::supervisor_dir_name("");  // "baton-<hash of the key>"
+  cgroup::hierarchy cgroups;                           // usable(): cgroup mode
+  containment_report report{"process-group", "process group only: containment not set up", 0};
+  // Job cgroups of workers that are gone, killed but not yet empty: removed by a later sweep.
+  std::vector<std::shared_ptr<cgroup::job_cgroup>> retired;
+};
+containment_state& containment_now() {
+  static auto* s = new containment_state();  // never destroyed: workers may outlive statics
+  return *s;
+}
+
+// Removes the retired job cgroups that have emptied since. Under spawn_mutex.
+void sweep_retired() {
+  auto& r = containment_now().retired;
+  std::erase_if(r, [](const auto& cg) { return static_cast<bool>(cg->remove()); });
+}
+
+// Kills what is in a gone worker's cgroup and removes it, or keeps it for a later sweep.
+void retire(std::shared_ptr<cgroup::job_cgroup> cg) {
+  std::lock_guard lock(spawn_mutex);
+  (void)cg->kill_all(std::chrono::milliseconds(100));
+  if (!cg->remove()) containment_now().retired.push_back(std::move(cg));
+  sweep_retired();
+}
+
 error errno_error(const std::string& what, int err) {
   return make_error(what + ": " + std::strerror(err));
 }
@@ -80,6 +120,7 @@ struct child_setup {
   const char* const* envp;
   const char* working_dir;  // nullptr: inherit
   pid_t parent;
+  const char* const* join_cgroups;  // cgroup.procs files, nullptr-terminated
 
   error_code on_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&,
                       const char* const*) {
@@ -89,6 +130,16 @@ struct child_setup {
 
   error_code on_exec_setup(bp::posix::default_launcher&, const bp::filesystem::path&,
                            const char* const*) {
+    // Into the job's cgroup first, before the worker runs a single instruction of its own: what
+    // it forks from here on is born inside (v2 and v1 both read "0" as "the writer").
+    for (auto f = join_cgroups; f != nullptr && *f != nullptr; ++f) {
+      const int fd = ::open(*f, O_WRONLY | O_CLOEXEC);
+      if (fd < 0) return error_code(errno, boost::system::system_category());
+      const bool ok = ::write(fd, "0", 1) == 1;
+      const int err = errno;
+      ::close(fd);
+      if (!ok) return error_code(err, boost::system::system_category());
+    }
     // Own group, so signal_group reaches the worker's children but never the supervisor.
     if (::setpgid(0, 0) != 0) return error_code(errno, boost::system::system_category());
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
@@ -188,6 +239,85 @@ result<int> stop_then_kill(Find find) {
   return static_cast<int>(order.size());
 }
 
+// /proc/PID/task/TID/children exists only with CONFIG_PROC_CHILDREN; probed once.
+bool children_files_work() {
+  static const bool works = [] {
+    const std::string self = std::to_string(::getpid());
+    return ::access(("/proc/" + self + "/task/" + self + "/children").c_str(), R_OK) == 0;
+  }();
+  return works;
+}
+
+// The children of `pid` from its threads' children files (each thread's own children: a
+// re-parented orphan is listed under the thread that adopted it).
+std::vector<std::int64_t> children_of(std::int64_t pid) {
+  std::vector<std::int64_t> out;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(task + "/" + e->d_name + "/children");
+    for (std::int64_t c = 0; in >> c;) out.push_back(c);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Descendants of `root` (not itself), through the children files where they work.
+result<std::vector<std::int64_t>> descendants(std::int64_t root) {
+  if (!children_files_work()) {
+    auto table = procfs::list_processes();
+    if (!table) return table.error();
+    return procfs::descendants_of(*table, root);
+  }
+  std::vector<std::int64_t> out;
+  std::unordered_set<std::int64_t> seen{root};
+  std::vector<std::int64_t> todo{root};
+  while (!todo.empty()) {
+    const auto p = todo.back();
+    todo.pop_back();
+    for (const auto c : children_of(p)) {
+      if (!seen.insert(c).second) continue;
+      out.push_back(c);
+      todo.push_back(c);
+    }
+  }
+  return out;
+}
+
+bool environ_has(std::int64_t pid, std::string_view wanted, bool prefix) {
+  // NUL-separated "NAME=value" entries; unreadable (gone, or not ours): not a match.
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    if (prefix ? entry.rfind(wanted, 0) == 0 : entry == wanted) return true;
+  }
+  return false;
+}
+
+// The supervisor's children it did not spawn (orphans re-parented to it as subreaper) whose
+// environment holds `wanted` exactly, with all their descendants.
+result<std::vector<std::int64_t>> marked_orphans(std::string_view wanted) {
+  const std::int64_t self = ::getpid();
+  std::vector<std::int64_t> orphans;
+  if (children_files_work()) {
+    orphans = children_of(self);
+  } else {
+    auto table = procfs::list_processes();
+    if (!table) return table.error();
+    for (const auto& e : *table) {
+      if (e.ppid == self && e.state != 'Z') orphans.push_back(e.pid);
+    }
+  }
+  std::vector<std::int64_t> out;
+  for (const auto o : orphans) {
+    if (is_registered(o) || !environ_has(o, wanted, false)) continue;
+    out.push_back(o);
+    if (auto d = descendants(o)) out.insert(out.end(), d->begin(), d->end());
+  }
+  return out;
+}
+
 }  // namespace
 
 class posix_process final : public process::impl,
@@ -195,8 +325,13 @@ class posix_process final : public process::impl,
  public:
   using child = bp::basic_process<asio::io_context::executor_type>;
 
-  posix_process(child proc, asio::readable_pipe out, asio::writable_pipe in)
-      : proc_(std::move(proc)), pipes_(std::move(out), std::move(in)), pid_(proc_.id()) {
+  posix_process(child proc, asio::readable_pipe out, asio::writable_pipe in,
+                std::shared_ptr<cgroup::job_cgroup> cg, std::string marker)
+      : proc_(std::move(proc)),
+        pipes_(std::move(out), std::move(in)),
+        pid_(proc_.id()),
+        cg_(std::move(cg)),
+        marker_(std::move(marker)) {
     register_pid(pid_);
   }
 
@@ -212,12 +347,15 @@ class posix_process final : public process::impl,
 
   std::int64_t pid() const override { return pid_; }
   bool exited() const override { return exited_; }
+  bool contained() const override { return cg_ != nullptr; }
 
   void abandon() override {
     abandoned_ = true;
     on_exit_ = nullptr;
     if (!exited_) ::kill(-static_cast<pid_t>(pid_), SIGKILL);
     pipes_.abandon();
+    // The job's cgroup outlives no worker: emptied now, removed now or at a later sweep.
+    if (cg_) retire(std::move(cg_));
   }
 
   void start_reading(line_handler on_line) override {
@@ -243,20 +381,46 @@ class posix_process final : public process::impl,
     });
   }
 
-  result<std::uint64_t> rss_bytes() const override { return tree_rss_bytes(pid_); }
-
   status signal_group(group_signal sig) override {
     const int signo = sig == group_signal::kill ? SIGKILL : SIGTERM;
+    if (cg_) {
+      if (sig == group_signal::terminate) return cg_->signal_all(SIGTERM);
+      auto k = cg_->kill_all();
+      if (!k) return with_context("kill cgroup " + cg_->name(), k.error());
+      return {};
+    }
     if (::kill(-static_cast<pid_t>(pid_), signo) != 0 && errno != ESRCH) {
       return errno_error("signal process group " + std::to_string(pid_), errno);
     }
+    if (sig == group_signal::kill && !marker_.empty()) {
+      // The fallback: what left the group is found through the tree while the worker lives
+      // (once it is reaped its pid may be someone else's), and by its mark once re-parented.
+      if (!exited_) (void)kill_descendants(pid_);
+      (void)kill_orphans_with_env(marker_name, marker_);
+    }
     return {};
+  }
+
+  result<std::uint64_t> rss_bytes() const override {
+    if (cg_) return cg_->memory_bytes();
+    auto tree = tree_rss_bytes(pid_);
+    if (!tree || marker_.empty()) return tree;
+    // The fallback also counts the escapees re-parented to us that still carry the job's mark.
+    auto marked = marked_orphans(std::string(marker_name) + "=" + marker_);
+    if (!marked) return *tree;
+    std::uint64_t sum = *tree;
+    for (const auto p : *marked) {
+      if (auto r = procfs::rss_bytes_of(p)) sum += *r;
+    }
+    return sum;
   }
 
  private:
   child proc_;
   pipe_pump<asio::readable_pipe, asio::writable_pipe> pipes_;
   std::int64_t pid_;
+  std::shared_ptr<cgroup::job_cgroup> cg_;  // null: process group (and mark) only
+  std::string marker_;                      // BATON_WORKER_GROUP's value; empty: no group
   bool exited_ = false;
   bool abandoned_ = false;
   exit_handler on_exit_;
@@ -298,12 +462,33 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   if (ec) return make_error("spawn " + name + ": " + ec.message());
   in_write.release();
 
-  const auto env_strings = merged_environment(options.env);
+  // The whole launch under spawn_mutex: no reap may run between the fork and the registration.
+  std::unique_lock lock(spawn_mutex);
+  auto& cs = containment_now();
+  sweep_retired();
+  auto extra_env = options.env;
+  std::string marker;
+  std::shared_ptr<cgroup::job_cgroup> cg;
+  std::vector<std::string> join_files;
+  if (!options.group.empty()) {
+    marker = cs.name + "/" + cgroup::job_dir_name(options.group);
+    extra_env.emplace_back(marker_name, marker);
+    if (cs.cgroups.usable()) {
+      auto opened = cgroup::open_job(cs.cgroups, options.group);
+      if (!opened) return with_context("spawn " + name, opened.error());
+      cg = std::move(*opened);
+      join_files = cg->procs_files();
+    }
+  }
+  std::vector<const char*> join;
+  for (const auto& f : join_files) join.push_back(f.c_str());
+  join.push_back(nullptr);
+  const auto env_strings = merged_environment(extra_env);
   std::vector<const char*> envp;
   for (const auto& s : env_strings) envp.push_back(s.c_str());
   envp.push_back(nullptr);
   const std::string dir = options.working_dir.string();
-  child_setup setup{envp.data(), dir.empty() ? nullptr : dir.c_str(), ::getpid()};
+  child_setup setup{envp.data(), dir.empty() ? nullptr : dir.c_str(), ::getpid(), join.data()};
   const std::vector<std::string> args(options.argv.begin() + 1, options.argv.end());
 
   // If exec fails the child calls exit(), flushing copies of our unflushed stdio buffers.
@@ -312,12 +497,17 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   bp::posix::default_launcher launcher;
   auto proc = launcher(io.get_executor(), ec, bp::filesystem::path(*program), args,
                        bp::process_stdio{in_read.get(), out_write.get(), err.get()}, setup);
-  if (ec) return make_error("spawn " + name + ": " + ec.message());
+  if (ec) {
+    if (cg) (void)cg->remove();
+    return make_error("spawn " + name + ": " + ec.message() +
+                      (cg ? " (or joining cgroup " + cg->name() + ")" : ""));
+  }
   // The child holds its own copies of its pipe ends; ours must go, or EOF never comes.
   in_read.reset();
   out_write.reset();
   err.reset();
-  auto state = std::make_shared<posix_process>(std::move(proc), std::move(out), std::move(in));
+  auto state = std::make_shared<posix_process>(std::move(proc), std::move(out), std::move(in),
+                                               std::move(cg), std::move(marker));
   return std::make_unique<process>(std::move(state));
 }
 
@@ -327,12 +517,12 @@ status become_subreaper() {
 }
 
 result<std::uint64_t> tree_rss_bytes(std::int64_t pid) {
-  auto table = procfs::list_processes();
-  if (!table) return table.error();
   auto total = procfs::rss_bytes_of(pid);
   if (!total) return with_context("memory of process " + std::to_string(pid), total.error());
+  auto all = descendants(pid);
+  if (!all) return all.error();
   std::uint64_t sum = *total;
-  for (const auto d : procfs::descendants_of(*table, pid)) {
+  for (const auto d : *all) {
     if (auto r = procfs::rss_bytes_of(d)) sum += *r;  // one that just exited holds nothing
   }
   return sum;
@@ -392,16 +582,118 @@ result<int> kill_orphans_with_env(std::string_view name, std::string_view value)
 }
 
 result<int> reap_orphans() {
-  auto table = procfs::list_processes();
-  if (!table) return table.error();
-  const std::int64_t self = ::getpid();
+  std::lock_guard lock(spawn_mutex);
+  sweep_retired();
   int reaped = 0;
-  for (const auto& e : *table) {
-    if (e.ppid != self || e.state != 'Z' || is_registered(e.pid)) continue;
+  // Fast path: peek at the next zombie child without reaping it (WNOWAIT); reap it only when
+  // no `process` owns it.
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return reaped;  // ECHILD
+    if (info.si_pid == 0) return reaped;                                             // no zombie
+    if (is_registered(info.si_pid)) break;  // a worker's: its exit status is Boost's to take
     int st = 0;
-    if (::waitpid(static_cast<pid_t>(e.pid), &st, WNOHANG) > 0) ++reaped;
+    if (::waitpid(info.si_pid, &st, WNOHANG) > 0) ++reaped;
+  }
+  // A registered zombie comes first in the kernel's list and hides the rest: look at each child.
+  const std::int64_t self = ::getpid();
+  std::vector<std::int64_t> kids;
+  if (children_files_work()) {
+    kids = children_of(self);
+  } else {
+    auto table = procfs::list_processes();
+    if (!table) return table.error();
+    for (const auto& e : *table) {
+      if (e.ppid == self && e.state == 'Z') kids.push_back(e.pid);
+    }
+  }
+  for (const auto pid : kids) {
+    if (is_registered(pid)) continue;
+    int st = 0;
+    if (::waitpid(static_cast<pid_t>(pid), &st, WNOHANG) > 0) ++reaped;
   }
   return reaped;
+}
+
+struct child_reaper::impl : std::enable_shared_from_this<child_reaper::impl> {
+  explicit impl(asio::io_context& io) : signals(io, SIGCHLD) {}
+  void arm() {
+    signals.async_wait([weak = weak_from_this()](const error_code& ec, int) noexcept {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      if (auto n = reap_orphans()) self->reaped += *n;
+      self->arm();
+    });
+  }
+  asio::signal_set signals;
+  int reaped = 0;
+};
+
+child_reaper::child_reaper(asio::io_context& io) : impl_(std::make_shared<impl>(io)) {
+  impl_->arm();
+  // Orphans that died before the handler was in place.
+  if (auto n = reap_orphans()) impl_->reaped += *n;
+}
+child_reaper::~child_reaper() {
+  error_code ignored;
+  impl_->signals.cancel(ignored);
+}
+int child_reaper::reaped() const { return impl_->reaped; }
+
+containment_report setup_containment(const containment_options& options) {
+  containment_report report;
+  std::string name;
+  {
+    std::lock_guard lock(spawn_mutex);
+    auto& cs = containment_now();
+    cs.name = cgroup::supervisor_dir_name(options.key);
+    name = cs.name;
+    std::string why_not = "forced (BATON_CONTAINMENT=process-group)";
+    if (!options.force_process_group) {
+      why_not.clear();
+      cs.cgroups = cgroup::set_up(options.key, why_not);
+    } else {
+      cs.cgroups = {};
+    }
+    if (cs.cgroups.usable()) {
+      report.mode = "cgroup";
+      report.detail = cs.cgroups.describe();
+      auto killed = cgroup::kill_leftovers(cs.cgroups);
+      if (killed) report.leftovers_killed = *killed;
+      if (!killed) report.detail += " (leftovers: " + killed.error().message + ")";
+    } else {
+      report.mode = "process-group";
+      report.detail = "process group + subreaper, no cgroup: " + why_not;
+    }
+  }
+  // Whatever a previous life left outside cgroups (this mode then, or workers that were never
+  // in one) is found by its mark anywhere in /proc: a one-time scan at start-up.
+  const std::string wanted = std::string(marker_name) + "=" + name + "/";
+  auto left = stop_then_kill([&wanted](const std::vector<procfs::proc_entry>& t) {
+    const std::int64_t self = ::getpid();
+    std::vector<std::int64_t> out;
+    for (const auto& e : t) {
+      if (e.pid == self || e.state == 'Z' || is_registered(e.pid)) continue;
+      if (environ_has(e.pid, wanted, true)) out.push_back(e.pid);
+    }
+    return out;
+  });
+  if (left) report.leftovers_killed += *left;
+  std::lock_guard lock(spawn_mutex);
+  containment_now().report = report;
+  return report;
+}
+
+void end_containment() {
+  std::lock_guard lock(spawn_mutex);
+  auto& cs = containment_now();
+  sweep_retired();
+  if (cs.cgroups.usable()) (void)cgroup::remove_empty(cs.cgroups);
+}
+
+containment_report current_containment() {
+  std::lock_guard lock(spawn_mutex);
+  return containment_now().report;
 }
 
 }  // namespace baton::os

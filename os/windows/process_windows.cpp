@@ -268,6 +268,9 @@ class windows_process final : public process::impl,
   }
 
   // The working set of every process in the job: the worker and all it started.
+  // The worker's Job Object holds it and every descendant (no breakaway is granted).
+  bool contained() const override { return true; }
+
   result<std::uint64_t> rss_bytes() const override {
     std::vector<std::uint8_t> buf(sizeof(JOBOBJECT_BASIC_PROCESS_ID_LIST) + 64 * sizeof(ULONG_PTR));
     for (;;) {
@@ -464,5 +467,23 @@ result<int> kill_orphans_with_env(std::string_view, std::string_view) { return 0
 
 // Windows has no zombies: an exited process is gone once its last handle closes.
 result<int> reap_orphans() { return 0; }
+
+// Each worker already runs in a Job Object of its own without breakaway, and KILL_ON_JOB_CLOSE
+// ends it with the supervisor: nothing of a previous life survives to be found, and there is no
+// cgroup to choose.
+containment_report setup_containment(const containment_options&) { return current_containment(); }
+containment_report current_containment() {
+  containment_report r;
+  r.mode = "job-object";
+  r.detail = "a Job Object per worker (no breakaway, killed on close)";
+  return r;
+}
+
+void end_containment() {}
+
+struct child_reaper::impl {};
+child_reaper::child_reaper(asio::io_context&) : impl_(std::make_shared<impl>()) {}
+child_reaper::~child_reaper() = default;
+int child_reaper::reaped() const { return 0; }
 
 }  // namespace baton::os
