@@ -41,7 +41,10 @@ std::string error_text(DWORD code) {
 }
 
 error os_error(const std::string& what, DWORD code) {
-  return make_error(what + ": " + error_text(code));
+  // A full disk or quota carries errc::no_space: the caller pauses rather than fails.
+  const bool full =
+      code == ERROR_DISK_FULL || code == ERROR_HANDLE_DISK_FULL || code == ERROR_DISK_QUOTA_EXCEEDED;
+  return make_error(what + ": " + error_text(code), full ? errc::no_space : errc::unspecified);
 }
 
 }  // namespace baton::os::win
