@@ -266,7 +266,7 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK_THAT(take_err(err), Catch::Contains("already completed"));
   auto resume_done = run_baton({"resume", id, "--socket", sock}, err);
   CHECK(resume_done.code == 1);
-  CHECK_THAT(take_err(err), Catch::Contains("only a paused job can be resumed"));
+  CHECK_THAT(take_err(err), Catch::Contains("only a paused or failed job can be resumed"));
   auto missing = run_baton({"status", "nope-1", "--socket", sock}, err);
   CHECK(missing.code == 1);
   CHECK_THAT(take_err(err), Catch::Contains("no job 'nope-1'"));
