@@ -272,7 +272,7 @@ result<file_hash> hash_file(os::env& e, const fs::path& path) {
   return hash_open_file(**f, path);
 }
 
-result<file_hash> hash_file(env& e, const fs::path& path, const untrusted_file_limits& limits) {
+result<file_hash> hash_file(os::env& e, const fs::path& path, const os::untrusted_file_limits& limits) {
   auto f = e.new_untrusted_readable_file(path, limits);
   if (!f) return f.error();
   return hash_open_file(**f, path);
@@ -280,7 +280,7 @@ result<file_hash> hash_file(env& e, const fs::path& path, const untrusted_file_l
 
 namespace {
 
-result<file_hash> hash_open_file(readable_file& file, const fs::path& path) {
+result<file_hash> hash_open_file(os::readable_file& file, const fs::path& path) {
   auto* f = &file;
   file_hash out;
   out.size = f->size();
@@ -343,7 +343,7 @@ result<sealed_folder> seal_checkpoint_folder(os::env& e, const fs::path& staging
   auto tree = read_tree(e, staging_folder);
   if (!tree) return tree.error();
   if (auto too_big = over_cap(staging_folder, tree->files, max_bytes)) return *too_big;
-  const untrusted_file_limits limits{max_bytes, staging_folder};
+  const os::untrusted_file_limits limits{max_bytes, staging_folder};
 
   sealed_folder out;
   out.manifest.job = job_id;
@@ -415,7 +415,7 @@ result<folder_manifest> verify_checkpoint_folder(os::env& e, const fs::path& fol
   auto m = decode_manifest(bytes, mwhat);
   if (!m) return m.error();
   if (auto too_big = over_cap(folder, m->files, max_bytes)) return *too_big;
-  const untrusted_file_limits limits{max_bytes, folder};
+  const os::untrusted_file_limits limits{max_bytes, folder};
   if (const auto named = step_in_name(folder.filename().string()); named && *named != m->step) {
     return make_error(mwhat + ": says step " + std::to_string(m->step) + ", the folder name " +
                       std::to_string(*named));

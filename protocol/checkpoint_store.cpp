@@ -164,12 +164,12 @@ result<std::filesystem::path> checkpoint_store::move_aside(const std::filesystem
   for (int n = 1; n < 1000; ++n) {
     auto there = env_.stat_no_follow(to);
     if (!there) return there.error();
-    if (there->kind == entry_kind::missing) break;
+    if (there->kind == os::entry_kind::missing) break;
     to = rejected / (name + "." + std::to_string(n));
   }
   if (auto s = env_.rename_file(entry, to); !s) return s.error();
   // The reason is for the user; the move is what matters, so a failed note does not undo it.
-  (void)write_file_atomic(env_, to.string() + ".reason", reason + "\n");
+  (void)os::write_file_atomic(env_, to.string() + ".reason", reason + "\n");
   (void)env_.sync_dir(dir_);
   return to;
 }
@@ -185,7 +185,7 @@ result<int> checkpoint_store::sweep_temp_files() const {
     auto info = env_.stat_no_follow(p);
     if (!info) return info.error();
     // A folder named like a temp file is not one of ours; a link is removed, never followed.
-    if (info->kind == entry_kind::directory) continue;
+    if (info->kind == os::entry_kind::directory) continue;
     if (auto s = env_.remove_file(p); !s) return s.error();
     ++removed;
   }

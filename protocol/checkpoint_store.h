@@ -86,7 +86,7 @@ class checkpoint_store {
   // Walks back from the newest checkpoint, file or folder, verifying each with bounded memory
   // (files: the streamed check; folders: verify_checkpoint_folder), and stops at the first good
   // one. An error only when the folder cannot be listed.
-  // Files are opened as untrusted (env::new_untrusted_readable_file, inside the folder) and
+  // Files are opened as untrusted (os::env::new_untrusted_readable_file, inside the folder) and
   // capped at options.max_bytes, folders likewise file by file and in total.
   result<verified_checkpoint> newest_verified(const verify_options& options = {}) const;
 

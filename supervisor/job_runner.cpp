@@ -110,7 +110,7 @@ status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir, co
   return {};
 }
 
-std::string worker_log_tail(env& e, const fs::path& log, const fs::path& job_dir) {
+std::string worker_log_tail(os::env& e, const fs::path& log, const fs::path& job_dir) {
   constexpr std::size_t window = 8 << 10;
   constexpr std::size_t max_line = 300;
   auto f = e.new_untrusted_readable_file(log, {std::numeric_limits<std::uint64_t>::max(), job_dir});
@@ -692,7 +692,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         std::string why = s.error().message;
         if (p.is_absolute() && p.parent_path() == dir.lexically_normal()) {
           auto there = e->stat_no_follow(p);
-          if (there && there->kind != entry_kind::missing) {
+          if (there && there->kind != os::entry_kind::missing) {
             protocol::checkpoint_store cs(*e, dir, keep);
             auto moved = cs.move_aside(p, why);
             why += moved ? " (moved to " + moved->string() + ")"
@@ -752,7 +752,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         if (sealed.error().code == errc::no_space) return sealed.error();
         std::string why = sealed.error().message;
         auto there = e->stat_no_follow(staged);
-        if (there && there->kind != entry_kind::missing) {
+        if (there && there->kind != os::entry_kind::missing) {
           auto moved = cs.move_aside(staged, why);
           if (moved) why += " (moved to " + moved->string() + ")";
         }
@@ -851,7 +851,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       (void)cs.sweep_temp_files();
       if (current.empty()) return std::optional<protocol::verified_checkpoint>();
       auto there = e->stat_no_follow(current);
-      if (there && (there->kind == entry_kind::regular || there->kind == entry_kind::directory)) {
+      if (there && (there->kind == os::entry_kind::regular || there->kind == os::entry_kind::directory)) {
         return std::optional<protocol::verified_checkpoint>();
       }
       auto v = cs.newest_verified({cap, true});
@@ -876,7 +876,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     bool gone = false;
     if (!record.checkpoint_path.empty()) {
       auto there = files.stat_no_follow(record.checkpoint_path);
-      gone = there && there->kind != entry_kind::regular && there->kind != entry_kind::directory;
+      gone = there && there->kind != os::entry_kind::regular && there->kind != os::entry_kind::directory;
     }
     if (!gone) {
       then(after());
@@ -964,8 +964,8 @@ void job_runner::start() {
     out.newest = cs.newest_verified({cap, true});
     if (!current.empty()) {
       auto there = e->stat_no_follow(current);
-      out.record_file_gone = there && there->kind != entry_kind::regular &&
-                             there->kind != entry_kind::directory;
+      out.record_file_gone = there && there->kind != os::entry_kind::regular &&
+                             there->kind != os::entry_kind::directory;
     }
     return out;
   };

@@ -38,7 +38,7 @@ TEST_CASE("posix env reports symlinks and FIFOs without following them", "[unit]
 namespace {
 
 // The message of an untrusted open that must fail.
-std::string refused(baton::env& e, const fs::path& p, std::uint64_t cap, const fs::path& within) {
+std::string refused(baton::os::env& e, const fs::path& p, std::uint64_t cap, const fs::path& within) {
   auto f = e.new_untrusted_readable_file(p, {cap, within});
   if (f) return "(opened)";
   return f.error().message;
@@ -48,14 +48,14 @@ std::string refused(baton::env& e, const fs::path& p, std::uint64_t cap, const f
 
 TEST_CASE("an untrusted open refuses what could hang, exhaust or escape the reader",
           "[unit][env]") {
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   const auto root = baton::test::fresh_scratch_dir("baton-env-posix-test-untrusted");
   const auto dir = root / "ckpt";
   const auto outside = root / "outside";
   fs::create_directories(dir);
   fs::create_directories(outside);
-  REQUIRE(baton::write_file_atomic(e, dir / "good", "0123456789"));
-  REQUIRE(baton::write_file_atomic(e, outside / "secret", "secret"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "good", "0123456789"));
+  REQUIRE(baton::os::write_file_atomic(e, outside / "secret", "secret"));
   REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
   fs::create_symlink("/dev/zero", dir / "zero");
   fs::create_symlink(outside / "secret", dir / "out");
@@ -90,7 +90,7 @@ TEST_CASE("an untrusted open refuses what could hang, exhaust or escape the read
 
 TEST_CASE("posix env gives a full disk the no_space code", "[unit][env]") {
   // /dev/full fails every write with ENOSPC.
-  auto& e = baton::env::default_env();
+  auto& e = baton::os::env::default_env();
   auto f = e.new_appendable_file("/dev/full");
   if (!f) BATON_SKIP("/dev/full cannot be opened here");
   auto s = (*f)->append("x");

@@ -125,7 +125,7 @@ TEST_CASE("mem_env folders: stat, rename as a whole, remove recursively", "[unit
 }
 
 TEST_CASE("mem_env opens untrusted files with the same checks", "[unit][mem_env]") {
-  baton::mem_env e;
+  baton::os::mem_env e;
   const auto dir = baton::test::abs_path("/ckpt");
   REQUIRE(e.create_dirs(dir / "sub"));
   REQUIRE(e.put(dir / "f", "0123456789"));

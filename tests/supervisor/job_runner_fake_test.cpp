@@ -1,4 +1,4 @@
-// job_runner on a os::mem_env (under a os::fault_env) with fake workers: the runner's side of the
+// job_runner on an os::mem_env (under an os::fault_env) with fake workers: the runner's side of the
 // job machine's decisions, with no process and no disk. The real-worker versions are in
 // job_runner_test.cpp.
 #include <algorithm>
@@ -133,7 +133,7 @@ TEST_CASE("a worker that breaks the protocol is killed as a protocol violation",
 namespace {
 
 struct fake_job {
-  baton::mem_env files;
+  baton::os::mem_env files;
   baton::protocol::job_spec spec = spec_of(files);
   job_store store{files, mem_root() / "state"};
   baton::test::fake_launcher launcher;
@@ -153,7 +153,7 @@ struct fake_job {
 
 // A real baton checkpoint of `step` for job "j", written into `dir` by the fake trainer's
 // own code, and its digest.
-std::pair<std::filesystem::path, std::string> good_checkpoint(baton::env& e,
+std::pair<std::filesystem::path, std::string> good_checkpoint(baton::os::env& e,
                                                               const std::filesystem::path& dir,
                                                               std::int64_t step) {
   baton::protocol::checkpoint c;
@@ -392,18 +392,18 @@ TEST_CASE("temp files of killed writes are swept on start and after a worker",
 namespace {
 
 // An env whose untrusted reads block until released: a read stuck in the kernel.
-class stuck_env : public baton::fault_env {
+class stuck_env : public baton::os::fault_env {
  public:
-  using fault_env::fault_env;
+  using baton::os::fault_env::fault_env;
   std::atomic<bool> release{false};
   std::atomic<int> inside{0};
-  baton::result<std::unique_ptr<baton::readable_file>> new_untrusted_readable_file(
-      const std::filesystem::path& path, const baton::untrusted_file_limits& limits) override {
+  baton::result<std::unique_ptr<baton::os::readable_file>> new_untrusted_readable_file(
+      const std::filesystem::path& path, const baton::os::untrusted_file_limits& limits) override {
     ++inside;
     if (path.filename().string().find("ckpt-000000000008") != std::string::npos) {
       while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    auto f = fault_env::new_untrusted_readable_file(path, limits);
+    auto f = baton::os::fault_env::new_untrusted_readable_file(path, limits);
     --inside;
     return f;
   }
