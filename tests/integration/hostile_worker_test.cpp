@@ -259,7 +259,7 @@ struct small_tmpfs {
 
 }  // namespace
 
-TEST_CASE("a full disk in the worker's checkpoint write pauses the job; resume finishes it",
+TEST_CASE("a full disk in the worker's checkpoint write pauses the job, and resume finishes it",
           "[integration][hostile]") {
   const auto dir = scratch("enospc");
   // A real full disk when this machine lets us mount a 16 MiB tmpfs as the state dir (root in a

@@ -432,7 +432,8 @@ TEST_CASE("workers that cannot start fail the job after max_failures, with backo
   doc["restart"] = {{"max_failures", 2}, {"backoff_initial_ms", 10}};
   const auto a = f.submit(doc);
   CHECK(f.state(a) == "backoff");  // the first failure, at once
-  REQUIRE(f.run_until([&] { return f.state(a) == "failed"; }));
+  // The runner retires in a handler of its own after the job fails: wait for both.
+  REQUIRE(f.run_until([&] { return f.state(a) == "failed" && f.d->running_count() == 0; }));
   const auto s = f.status(a);
   CHECK(s.at("diagnosis") ==
         "failed to start 2 times at step 0: spawn failed: fake-trainer: not found");

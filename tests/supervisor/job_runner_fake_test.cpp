@@ -251,7 +251,7 @@ TEST_CASE("exit 2 fails the job at once with the worker's own error", "[unit][jo
   CHECK(j.launcher.workers.size() == 1);
 }
 
-TEST_CASE("a worker's ENOSPC error pauses the job; resume (failed too) finishes it",
+TEST_CASE("a worker's ENOSPC error pauses the job, and resume (failed too) finishes it",
           "[unit][job_runner]") {
   fake_job j;
   auto rec = j.create();
