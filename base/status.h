@@ -20,6 +20,12 @@ enum class errc {
   unspecified,
   // The new data is durable; only the clean-up after it (pruning, stale temp files) failed.
   saved_but_cleanup_failed,
+  // The disk or the quota is full (ENOSPC, EDQUOT, ERROR_DISK_FULL): a save that may work once
+  // the user has made room, so the job pauses rather than fails.
+  no_space,
+  // A worker line meant as a protocol message (JSON with a known "type") that breaks the
+  // message's schema, such as "step":"40": a protocol violation, not text for the log.
+  protocol_violation,
 };
 
 // Not constructible from a bare string on purpose: result<std::string> must stay unambiguous.

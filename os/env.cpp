@@ -47,6 +47,46 @@ result<std::unique_ptr<readable_file>> env::new_readable_file(const std::filesys
   return std::unique_ptr<readable_file>(new whole_readable_file(std::move(*data)));
 }
 
+std::string describe_untrusted_size(std::uint64_t size, std::uint64_t max_bytes) {
+  return std::to_string(size) + " bytes, larger than the cap of " + std::to_string(max_bytes) +
+         " bytes for a checkpoint";
+}
+
+result<std::unique_ptr<readable_file>> env::new_untrusted_readable_file(
+    const std::filesystem::path& path, const untrusted_file_limits& limits) {
+  const std::string what = path.string();
+  if (!limits.within.empty()) {
+    // No links in this env: the lexical path is the resolved one.
+    const auto rel = path.lexically_normal().lexically_relative(limits.within.lexically_normal());
+    if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") {
+      return make_error(what + ": outside " + limits.within.string());
+    }
+  }
+  auto info = stat_no_follow(path);
+  if (!info) return info.error();
+  switch (info->kind) {
+    case entry_kind::regular:
+      break;
+    case entry_kind::missing:
+      return make_error(what + ": does not exist");
+    case entry_kind::symlink:
+      return make_error(what + ": a symlink, not a regular file (links are not followed)");
+    case entry_kind::directory:
+      return make_error(what + ": a folder, not a regular file");
+    case entry_kind::other:
+      return make_error(what + ": a special file (FIFO, socket or device), not a regular file");
+  }
+  if (info->size > limits.max_bytes) {
+    return make_error(what + ": " + describe_untrusted_size(info->size, limits.max_bytes));
+  }
+  auto f = new_readable_file(path);
+  if (!f) return f.error();
+  if ((*f)->size() > limits.max_bytes) {
+    return make_error(what + ": " + describe_untrusted_size((*f)->size(), limits.max_bytes));
+  }
+  return f;
+}
+
 status write_file_atomic(env& e, const std::filesystem::path& path, std::string_view data) {
   return write_file_atomic(e, path, [data](writable_file& f) { return f.append(data); });
 }

@@ -45,6 +45,15 @@ struct entry_info {
   std::uint64_t size = 0;  // regular files only
 };
 
+// What a file another process controls (a checkpoint a worker announced) must be before it is
+// read: see env::new_untrusted_readable_file.
+struct untrusted_file_limits {
+  std::uint64_t max_bytes = 0;
+  // The file must resolve, after every link in the folders above it, to a path inside this
+  // folder. Empty: anywhere.
+  std::filesystem::path within;
+};
+
 class env {
  public:
   virtual ~env() = default;
@@ -64,6 +73,14 @@ class env {
   // envs over a real disk override it to read only what is asked for.
   virtual result<std::unique_ptr<readable_file>> new_readable_file(
       const std::filesystem::path& path);
+  // Opens a file that another process (a worker) controls so that it cannot hurt the reader:
+  // a symlink as the last component is refused, not followed (O_NOFOLLOW); the open never waits
+  // for a FIFO's writer or a device (O_NONBLOCK); the opened file must be a regular file of at
+  // most limits.max_bytes (checked on the open handle, so nothing can be swapped in between);
+  // and it must resolve to a path inside limits.within. Errors name the path and what it is.
+  // The default checks stat_no_follow first, for envs without links or special files.
+  virtual result<std::unique_ptr<readable_file>> new_untrusted_readable_file(
+      const std::filesystem::path& path, const untrusted_file_limits& limits);
   // Atomically replaces `to` with `from` (rename(2); MoveFileExW with REPLACE_EXISTING).
   virtual status rename_file(const std::filesystem::path& from,
                              const std::filesystem::path& to) = 0;
@@ -92,6 +109,9 @@ class env {
   // The process-wide env of this OS. Never destroyed.
   static env& default_env();
 };
+
+// "N bytes, larger than the cap of M bytes for a checkpoint", shared by the envs' messages.
+std::string describe_untrusted_size(std::uint64_t size, std::uint64_t max_bytes);
 
 // Replaces `path` with `data` so that a crash at any moment leaves either the old or the new
 // content, whole: write a temp file in the same folder, sync it, rename it over `path`, sync the

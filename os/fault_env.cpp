@@ -144,7 +144,11 @@ fault_env::decision fault_env::next(op o, const std::filesystem::path& path) {
 
 error fault_env::injected(op o, const std::filesystem::path& path,
                           const std::string& message) const {
-  return make_error(std::string(to_string(o)) + " " + path.string() + ": " + message);
+  // An injected full disk carries the code a real one does (env_posix: ENOSPC, EDQUOT).
+  const bool full = message.find("No space left on device") != std::string::npos ||
+                    message.find("Disk quota exceeded") != std::string::npos;
+  return make_error(std::string(to_string(o)) + " " + path.string() + ": " + message,
+                    full ? errc::no_space : errc::unspecified);
 }
 
 result<std::unique_ptr<writable_file>> fault_env::new_writable_file(
@@ -200,6 +204,11 @@ result<std::vector<std::string>> fault_env::list_dir(const std::filesystem::path
 result<std::unique_ptr<readable_file>> fault_env::new_readable_file(
     const std::filesystem::path& path) {
   return base_.new_readable_file(path);
+}
+
+result<std::unique_ptr<readable_file>> fault_env::new_untrusted_readable_file(
+    const std::filesystem::path& path, const untrusted_file_limits& limits) {
+  return base_.new_untrusted_readable_file(path, limits);
 }
 
 result<entry_info> fault_env::stat_no_follow(const std::filesystem::path& path) {

@@ -76,6 +76,8 @@ class fault_env : public env {
   // Passed through uncounted, as the other reads are.
   result<std::unique_ptr<readable_file>> new_readable_file(
       const std::filesystem::path& path) override;
+  result<std::unique_ptr<readable_file>> new_untrusted_readable_file(
+      const std::filesystem::path& path, const untrusted_file_limits& limits) override;
   result<entry_info> stat_no_follow(const std::filesystem::path& path) override;
   // Counted and failed as `remove_file` and `sync`, which they generalise.
   status remove_dir_all(const std::filesystem::path& dir) override;

@@ -260,15 +260,34 @@ result<folder_manifest> decode_manifest(std::string_view bytes, std::string_view
   return m;
 }
 
+namespace {
+
+result<file_hash> hash_open_file(os::readable_file& file, const fs::path& path);
+
+}  // namespace
+
 result<file_hash> hash_file(os::env& e, const fs::path& path) {
   auto f = e.new_readable_file(path);
   if (!f) return f.error();
+  return hash_open_file(**f, path);
+}
+
+result<file_hash> hash_file(os::env& e, const fs::path& path, const os::untrusted_file_limits& limits) {
+  auto f = e.new_untrusted_readable_file(path, limits);
+  if (!f) return f.error();
+  return hash_open_file(**f, path);
+}
+
+namespace {
+
+result<file_hash> hash_open_file(os::readable_file& file, const fs::path& path) {
+  auto* f = &file;
   file_hash out;
-  out.size = (*f)->size();
+  out.size = f->size();
   xxh64_stream h;
   std::string chunk;  // reused: the reader keeps its size, so no zero-fill per chunk
   for (std::uint64_t off = 0; off < out.size;) {
-    if (auto s = (*f)->read(off, folder_hash_chunk_bytes, chunk); !s) return s.error();
+    if (auto s = f->read(off, folder_hash_chunk_bytes, chunk); !s) return s.error();
     if (chunk.empty()) {
       return make_error(path.string() + ": ended at byte " + std::to_string(off) + " of " +
                         std::to_string(out.size) + " while it was read");
@@ -280,15 +299,35 @@ result<file_hash> hash_file(os::env& e, const fs::path& path) {
   return out;
 }
 
+}  // namespace
+
 result<std::vector<manifest_file>> list_folder_files(os::env& e, const fs::path& folder) {
   auto t = read_tree(e, folder);
   if (!t) return t.error();
   return std::move(t->files);
 }
 
+namespace {
+
+// "<folder>: its files add up to more than the cap of M bytes for a checkpoint".
+std::optional<error> over_cap(const fs::path& folder, const std::vector<manifest_file>& files,
+                              std::uint64_t max_bytes) {
+  std::uint64_t total = 0;
+  for (const auto& f : files) {
+    total += f.size;
+    if (total > max_bytes || total < f.size) {
+      return make_error(folder.string() + ": its files add up to more than the cap of " +
+                        std::to_string(max_bytes) + " bytes for a checkpoint");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 result<sealed_folder> seal_checkpoint_folder(os::env& e, const fs::path& staging_folder,
                                              const fs::path& dest_dir, const std::string& job_id,
-                                             std::int64_t step) {
+                                             std::int64_t step, std::uint64_t max_bytes) {
   const auto top = e.stat_no_follow(staging_folder);
   if (!top) return top.error();
   if (top->kind != os::entry_kind::directory) {
@@ -303,6 +342,8 @@ result<sealed_folder> seal_checkpoint_folder(os::env& e, const fs::path& staging
   }
   auto tree = read_tree(e, staging_folder);
   if (!tree) return tree.error();
+  if (auto too_big = over_cap(staging_folder, tree->files, max_bytes)) return *too_big;
+  const os::untrusted_file_limits limits{max_bytes, staging_folder};
 
   sealed_folder out;
   out.manifest.job = job_id;
@@ -310,7 +351,7 @@ result<sealed_folder> seal_checkpoint_folder(os::env& e, const fs::path& staging
   for (auto& f : tree->files) {
     const fs::path p = staging_folder / fs::path(f.path).make_preferred();
     if (!is_utf8(f.path)) return make_error(p.string() + ": file name is not valid UTF-8");
-    auto h = hash_file(e, p);
+    auto h = hash_file(e, p, limits);
     if (!h) return h.error();
     if (h->size != f.size) {
       return make_error(p.string() + ": changed size while it was sealed (still being written?)");
@@ -342,7 +383,8 @@ result<sealed_folder> seal_checkpoint_folder(os::env& e, const fs::path& staging
   return out;
 }
 
-result<folder_manifest> verify_checkpoint_folder(os::env& e, const fs::path& folder) {
+result<folder_manifest> verify_checkpoint_folder(os::env& e, const fs::path& folder,
+                                                 std::uint64_t max_bytes) {
   const std::string where = folder.string();
   const auto top = e.stat_no_follow(folder);
   if (!top) return top.error();
@@ -363,10 +405,17 @@ result<folder_manifest> verify_checkpoint_folder(os::env& e, const fs::path& fol
     return make_error(mwhat + ": " + std::to_string(minfo->size) + " bytes, larger than " +
                       std::to_string(max_manifest_bytes));
   }
-  auto bytes = e.read_file(manifest_path);
-  if (!bytes) return bytes.error();
-  auto m = decode_manifest(*bytes, mwhat);
+  auto mfile = e.new_untrusted_readable_file(manifest_path, {max_manifest_bytes, folder});
+  if (!mfile) return mfile.error();
+  std::string bytes;
+  if (auto s = (*mfile)->read(0, static_cast<std::size_t>((*mfile)->size()), bytes); !s) {
+    return s.error();
+  }
+  mfile->reset();
+  auto m = decode_manifest(bytes, mwhat);
   if (!m) return m.error();
+  if (auto too_big = over_cap(folder, m->files, max_bytes)) return *too_big;
+  const os::untrusted_file_limits limits{max_bytes, folder};
   if (const auto named = step_in_name(folder.filename().string()); named && *named != m->step) {
     return make_error(mwhat + ": says step " + std::to_string(m->step) + ", the folder name " +
                       std::to_string(*named));
@@ -407,7 +456,7 @@ result<folder_manifest> verify_checkpoint_folder(os::env& e, const fs::path& fol
   }
   for (const auto& want : m->files) {
     const fs::path p = folder / fs::path(want.path).make_preferred();
-    auto h = hash_file(e, p);
+    auto h = hash_file(e, p, limits);
     if (!h) return h.error();
     if (h->size != want.size) {
       return make_error(p.string() + ": " + std::to_string(h->size) + " bytes, the manifest says " +

@@ -27,6 +27,9 @@ inline constexpr std::size_t max_folder_files = 100'000;
 inline constexpr int max_folder_depth = 32;
 // Files are hashed in chunks of this size: memory stays bounded whatever a file's size.
 inline constexpr std::size_t folder_hash_chunk_bytes = 4u << 20;
+// The cap on a checkpoint the supervisor reads (a file, or a folder's files together) when the
+// caller names none; the daemon's is its `max_checkpoint_mib` setting.
+inline constexpr std::uint64_t default_max_checkpoint_bytes = 1ull << 30;
 
 struct manifest_file {
   std::string path;  // relative, '/'-separated
@@ -54,6 +57,10 @@ struct file_hash {
   std::uint64_t xxh64 = 0;
 };
 result<file_hash> hash_file(os::env& e, const std::filesystem::path& path);
+// The same for a file a worker controls, opened with os::env::new_untrusted_readable_file: no links,
+// no FIFOs or devices, at most limits.max_bytes, inside limits.within.
+result<file_hash> hash_file(os::env& e, const std::filesystem::path& path,
+                            const os::untrusted_file_limits& limits);
 
 // Every regular file under `folder` (relative '/'-separated paths, sorted, with sizes), found
 // without following links. Fails, naming the entry, on a symlink or special file anywhere, more
@@ -70,17 +77,21 @@ struct sealed_folder {
 };
 
 // Seals a folder a worker wrote (see the header comment): refuses one that holds a link, a
-// special file or its own baton-manifest.json; hashes, writes the manifest, syncs every file and
-// folder, replaces any `ckpt-<step>` already in `dest_dir`, renames, syncs `dest_dir`. On failure
-// `staging_folder` is left where it was (the caller discards it) and nothing in `dest_dir` that
-// verified is touched.
-result<sealed_folder> seal_checkpoint_folder(os::env& e,
-                                             const std::filesystem::path& staging_folder,
-                                             const std::filesystem::path& dest_dir,
-                                             const std::string& job_id, std::int64_t step);
+// special file or its own baton-manifest.json, or whose files add up to more than `max_bytes`;
+// hashes (each file opened as untrusted, inside the folder), writes the manifest, syncs every
+// file and folder, replaces any `ckpt-<step>` already in `dest_dir`, renames, syncs `dest_dir`.
+// On failure `staging_folder` is left where it was (the caller discards it) and nothing in
+// `dest_dir` that verified is touched; a write that failed for space has errc::no_space.
+result<sealed_folder> seal_checkpoint_folder(
+    os::env& e, const std::filesystem::path& staging_folder, const std::filesystem::path& dest_dir,
+    const std::string& job_id, std::int64_t step,
+    std::uint64_t max_bytes = default_max_checkpoint_bytes);
 
 // Verifies a sealed folder against its manifest; the error names the file and the reason.
-// Reads every file once, a chunk at a time.
-result<folder_manifest> verify_checkpoint_folder(os::env& e, const std::filesystem::path& folder);
+// Reads every file once, a chunk at a time, each opened as untrusted inside the folder; a
+// manifest whose files add up to more than `max_bytes` is refused before any of them is read.
+result<folder_manifest> verify_checkpoint_folder(
+    os::env& e, const std::filesystem::path& folder,
+    std::uint64_t max_bytes = default_max_checkpoint_bytes);
 
 }  // namespace baton::protocol

@@ -103,22 +103,32 @@ status checkpoint_store::prune(const std::filesystem::path& keep_path) const {
   return {};
 }
 
-result<verified_checkpoint> checkpoint_store::newest_verified() const {
+result<verified_checkpoint> checkpoint_store::newest_verified(const verify_options& options) const {
   auto found = entries();
   if (!found) return with_context("finding a checkpoint in " + dir_.string(), found.error());
   verified_checkpoint out;
+  const auto reject = [&](const std::filesystem::path& p, const std::string& why) {
+    if (!options.move_rejected) {
+      out.rejected.push_back(why);
+      return;
+    }
+    auto moved = move_aside(p, why);
+    out.rejected.push_back(why + (moved ? " (moved to " + moved->string() + ")"
+                                        : " (could not move it aside: " +
+                                              moved.error().message + ")"));
+  };
   for (auto it = found->rbegin(); it != found->rend(); ++it) {
     const std::string what = it->path.string();
     if (it->is_folder) {
-      auto m = verify_checkpoint_folder(env_, it->path);
+      auto m = verify_checkpoint_folder(env_, it->path, options.max_bytes);
       if (!m) {
-        out.rejected.push_back(m.error().message);  // names the file already
+        reject(it->path, m.error().message);  // names the file already
         continue;
       }
     } else {
-      auto file = env_.new_readable_file(it->path);
+      auto file = env_.new_untrusted_readable_file(it->path, {options.max_bytes, dir_});
       if (!file) {
-        out.rejected.push_back(what + ": " + file.error().message);
+        reject(it->path, file.error().message);  // names the file already
         continue;
       }
       auto sum = checkpoint_summary_streamed(
@@ -126,13 +136,14 @@ result<verified_checkpoint> checkpoint_store::newest_verified() const {
             return (*file)->read(offset, n, buf);
           },
           (*file)->size(), what, folder_hash_chunk_bytes);
+      file->reset();
       if (!sum) {
-        out.rejected.push_back(sum.error().message);
+        reject(it->path, sum.error().message);
         continue;
       }
       if (sum->step != it->step) {
-        out.rejected.push_back(what + ": file name says step " + std::to_string(it->step) +
-                               " but its metadata says step " + std::to_string(sum->step));
+        reject(it->path, what + ": file name says step " + std::to_string(it->step) +
+                             " but its metadata says step " + std::to_string(sum->step));
         continue;
       }
     }
@@ -142,6 +153,43 @@ result<verified_checkpoint> checkpoint_store::newest_verified() const {
     return out;
   }
   return out;
+}
+
+result<std::filesystem::path> checkpoint_store::move_aside(const std::filesystem::path& entry,
+                                                           const std::string& reason) const {
+  const auto rejected = dir_ / rejected_dir_name;
+  if (auto s = env_.create_dirs(rejected); !s) return s.error();
+  const std::string name = entry.filename().string();
+  auto to = rejected / name;
+  for (int n = 1; n < 1000; ++n) {
+    auto there = env_.stat_no_follow(to);
+    if (!there) return there.error();
+    if (there->kind == os::entry_kind::missing) break;
+    to = rejected / (name + "." + std::to_string(n));
+  }
+  if (auto s = env_.rename_file(entry, to); !s) return s.error();
+  // The reason is for the user; the move is what matters, so a failed note does not undo it.
+  (void)os::write_file_atomic(env_, to.string() + ".reason", reason + "\n");
+  (void)env_.sync_dir(dir_);
+  return to;
+}
+
+result<int> checkpoint_store::sweep_temp_files() const {
+  if (!env_.file_exists(dir_)) return 0;
+  auto names = env_.list_dir(dir_);
+  if (!names) return names.error();
+  int removed = 0;
+  for (const auto& n : *names) {
+    if (n.find(temp_marker) == std::string::npos) continue;
+    const auto p = dir_ / n;
+    auto info = env_.stat_no_follow(p);
+    if (!info) return info.error();
+    // A folder named like a temp file is not one of ours; a link is removed, never followed.
+    if (info->kind == os::entry_kind::directory) continue;
+    if (auto s = env_.remove_file(p); !s) return s.error();
+    ++removed;
+  }
+  return removed;
 }
 
 result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {

@@ -3,7 +3,10 @@
 // folders (ckpt-000000001234/, see checkpoint_folder.h), both pruned together to the newest
 // `keep`. Loading walks from the newest back and returns the first that verifies, with the
 // reasons the newer ones were rejected, so a corrupt checkpoint never stops a job that has a good
-// one. Other names (.staging-*, temp files) are not checkpoints and are ignored.
+// one. Other names (.staging-*, temp files, rejected/) are not checkpoints and are ignored. The
+// supervisor's reads treat every entry as the worker's and so as untrusted (no links, no special
+// files, a size cap), and move what fails aside into rejected/ (with a .reason file beside it),
+// so no later worker resumes from it.
 #pragma once
 
 #include <filesystem>
@@ -14,6 +17,7 @@
 
 #include "os/env.h"
 #include "protocol/checkpoint.h"
+#include "protocol/checkpoint_folder.h"
 
 namespace baton::protocol {
 
@@ -38,6 +42,15 @@ struct verified_checkpoint {
   bool is_folder = false;
   std::vector<std::string> rejected;  // "<path>: <reason>", newest first
 };
+
+// How the supervisor checks a folder before a spawn (newest_verified).
+struct verify_options {
+  std::uint64_t max_bytes = default_max_checkpoint_bytes;  // per file, and per folder in total
+  bool move_rejected = false;  // move every rejected entry aside into rejected/
+};
+
+// The folder, inside the checkpoint folder, that rejected checkpoints are moved into.
+inline constexpr const char* rejected_dir_name = "rejected";
 
 // One writer per folder: save() treats temp files of its own target as its own leftovers.
 class checkpoint_store {
@@ -73,7 +86,19 @@ class checkpoint_store {
   // Walks back from the newest checkpoint, file or folder, verifying each with bounded memory
   // (files: the streamed check; folders: verify_checkpoint_folder), and stops at the first good
   // one. An error only when the folder cannot be listed.
-  result<verified_checkpoint> newest_verified() const;
+  // Files are opened as untrusted (os::env::new_untrusted_readable_file, inside the folder) and
+  // capped at options.max_bytes, folders likewise file by file and in total.
+  result<verified_checkpoint> newest_verified(const verify_options& options = {}) const;
+
+  // Moves `entry` (a file, folder or link directly inside the folder; a link is moved, never
+  // followed) into rejected/ under its own name (a suffix when the name is taken), and writes
+  // `reason` beside it as <name>.reason. Returns where it went.
+  result<std::filesystem::path> move_aside(const std::filesystem::path& entry,
+                                           const std::string& reason) const;
+
+  // Removes the temp files (*.tmp-*) in the folder: a killed writer's leftovers. Only when no
+  // writer runs (before a worker starts, after it ended). Returns how many it removed.
+  result<int> sweep_temp_files() const;
 
   // Removes the oldest checkpoints (files and folders) beyond `keep`, never `keep_path`.
   status prune(const std::filesystem::path& keep_path) const;

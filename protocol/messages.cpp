@@ -1,5 +1,6 @@
 #include "protocol/messages.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -211,7 +212,11 @@ result<worker_message> decode_worker_message(std::string_view line) {
   std::string type;
   auto j = parse_line(line, type);
   if (!j) return j.error();
-  return decode_worker(*j, type);
+  auto m = decode_worker(*j, type);
+  if (!m && is_worker_message_type(type)) {
+    return make_error(m.error().message, errc::protocol_violation);
+  }
+  return m;
 }
 
 result<supervisor_message> decode_supervisor_message(std::string_view line) {
@@ -220,6 +225,22 @@ result<supervisor_message> decode_supervisor_message(std::string_view line) {
   if (!j) return j.error();
   if (type == "stop") return stop_msg{};
   return make_error("unknown message type \"" + type + "\"");
+}
+
+bool is_worker_message_type(std::string_view type) {
+  return type == "hello" || type == "progress" || type == "checkpoint" || type == "done" ||
+         type == "error";
+}
+
+bool names_no_space(std::string_view text) {
+  std::string lower(text);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* needle :
+       {"enospc", "edquot", "no space left on device", "disk quota exceeded",
+        "quota exceeded", "not enough space on the disk", "disk is full"}) {
+    if (lower.find(needle) != std::string::npos) return true;
+  }
+  return false;
 }
 
 status check_protocol(const hello_msg& h) {

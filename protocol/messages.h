@@ -60,11 +60,24 @@ using supervisor_message = std::variant<stop_msg>;
 std::string encode(const worker_message& m);
 std::string encode(const supervisor_message& m);
 
+// A line that is JSON with a known "type" but breaks that message's schema fails with
+// errc::protocol_violation; every other failure (not JSON, no or unknown "type") has no code.
 result<worker_message> decode_worker_message(std::string_view line);
 result<supervisor_message> decode_supervisor_message(std::string_view line);
 
 // Decoding accepts any protocol number in hello so the supervisor can say which versions met;
 // this is that check.
 status check_protocol(const hello_msg& h);
+
+// Whether a line decoded as JSON whose "type" is a worker message type (hello, progress,
+// checkpoint, done, error): such a line is meant as a message, so a decode error for it is a
+// protocol violation rather than text for the log. Anything else (not JSON, no "type", a type no
+// version has) is text a trainer printed.
+bool is_worker_message_type(std::string_view type);
+
+// Whether an error text says the disk or the quota is full: ENOSPC or EDQUOT by name or in the
+// words strerror (glibc, Python's OSError) or Windows (ERROR_DISK_FULL, ERROR_HANDLE_DISK_FULL)
+// use. A worker's `error` that says so pauses its job instead of failing it (job_machine.h).
+bool names_no_space(std::string_view text);
 
 }  // namespace baton::protocol

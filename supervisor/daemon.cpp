@@ -191,6 +191,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     auto& j = jobs.at(id);
     runner_options ro;
     ro.worker_exe = options.worker_exe;
+    ro.max_checkpoint_bytes = static_cast<std::uint64_t>(options.settings.max_checkpoint_mib) << 20;
     std::weak_ptr<impl> weak = weak_from_this();
     // on_rest fires inside the runner's own event loop: the runner is retired from a fresh
     // handler, never from under its own feet.
@@ -467,16 +468,17 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};
   }
 
-  // Only a paused job resumes: the daemon pauses a job whose checkpoint or record cannot be saved
-  // (a full disk), and nothing but the user knows when space is back.
+  // A paused job resumes: the daemon pauses a job whose checkpoint or record cannot be saved
+  // (a full disk), and nothing but the user knows when space is back. A failed one too, from its
+  // newest verified checkpoint: the user may have fixed what failed it.
   api_response on_call(const resume_call& c) {
     if (stopping) return error_response(503, "the baton daemon is shutting down");
     auto* j = find(c.id);
     if (!j) return no_job(c.id);
     const auto st = j->current().state;
-    if (st != job_state::paused) {
+    if (st != job_state::paused && st != job_state::failed) {
       return error_response(409, "job '" + c.id + "' is " + std::string(to_string(st)) +
-                                     "; only a paused job can be resumed");
+                                     "; only a paused or failed job can be resumed");
     }
     if (j->runner) {
       // Paused but not yet handed back (its rest is being posted): the runner resumes itself.
@@ -486,7 +488,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
       log(log_level::info, "job " + c.id + ": resumed at checkpoint step " +
                                std::to_string(r.checkpoint_step) +
                                (r.diagnosis.empty() ? "" : " (was paused: " + r.diagnosis + ")"));
-      if (feed(r, ev::resume_requested{}).wants_slot) queue.push_back(c.id);
+      if (feed(r, ev::resume_requested{true}).wants_slot) queue.push_back(c.id);
       start_next();
     }
     return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};

@@ -31,9 +31,9 @@ constexpr std::size_t max_settings_depth = 16;
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr std::size_t max_socket_path = 107;
 
-constexpr std::array<std::string_view, 7> top_keys = {
+constexpr std::array<std::string_view, 8> top_keys = {
     "state_dir",   "socket",         "socket_group", "control_port",
-    "max_workers", "default_memory", "log_level"};
+    "max_workers", "default_memory", "log_level",    "max_checkpoint_mib"};
 constexpr std::array<std::string_view, 2> memory_keys = {"soft_limit_mib", "hard_limit_mib"};
 constexpr std::array<std::string_view, 4> level_names = {"error", "warning", "info", "debug"};
 
@@ -154,6 +154,11 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
       s.max_workers = static_cast<int>(*v);
     }
   }
+  if (const auto it = doc->find("max_checkpoint_mib"); it != doc->end()) {
+    if (auto v = c.positive_int(*it, "max_checkpoint_mib", std::int64_t{1} << 30)) {
+      s.max_checkpoint_mib = *v;
+    }
+  }
   if (const auto it = doc->find("default_memory"); it != doc->end()) {
     if (c.object(*it, "default_memory", memory_keys)) {
       // 2^40 MiB is a petabyte: far past any machine, still far from overflow in bytes.
@@ -200,7 +205,8 @@ nlohmann::json to_json(const daemon_settings& s) {
           {"default_memory",
            {{"soft_limit_mib", opt(s.default_soft_limit_mib)},
             {"hard_limit_mib", opt(s.default_hard_limit_mib)}}},
-          {"log_level", to_string(s.level)}};
+          {"log_level", to_string(s.level)},
+          {"max_checkpoint_mib", s.max_checkpoint_mib}};
 }
 
 }  // namespace baton::supervisor

@@ -41,6 +41,11 @@ struct daemon_settings {
   std::optional<std::int64_t> default_soft_limit_mib;
   std::optional<std::int64_t> default_hard_limit_mib;
   log_level level = log_level::info;
+  // The largest checkpoint (a file, or a folder's files together) the daemon reads to verify it;
+  // larger ones are rejected before any byte is read. A worker decides what it announces, so
+  // without a cap a sparse file of any size would keep a verification busy. The default, 1 GiB,
+  // is far above the built-in trainer's checkpoints; a job with a bigger model needs it raised.
+  std::int64_t max_checkpoint_mib = 1024;
 
   bool operator==(const daemon_settings&) const = default;
 };

@@ -47,6 +47,7 @@ class step {
     s().stop_cause.reset();
     s().stop_detail.clear();
     s().pause_reason.clear();
+    s().worker_error.clear();
     s().kill_sent = false;
     emit(act::spawn_worker{s().step_budget});
   }
@@ -68,10 +69,11 @@ class step {
     emit(act::start_timer{timer_kind::grace, cfg_.worker.stop_grace_ms});
   }
 
-  // Stops in progress keep the stronger verdict: a cancel is never downgraded to a restart, and
-  // a pause is only overridden by a cancel.
+  // Stops in progress keep the stronger verdict: a cancel is never downgraded, a failure only
+  // becomes a cancel, and a pause is only overridden by a cancel or a failure.
   void set_stop(exit_cause cause, std::string detail, stop_target target) {
     if (s().target == stop_target::cancel) return;
+    if (s().target == stop_target::fail && target != stop_target::cancel) return;
     if (s().target == stop_target::pause && target == stop_target::restart) {
       s().stop_cause = cause;  // a pause that turns into a kill records why it was killed
       s().stop_detail = std::move(detail);
@@ -161,14 +163,25 @@ class step {
   transition_result r_;
 };
 
+// "exit code 2: <what the worker said>", or the exit alone when it said nothing.
+std::string with_words(const std::string& what, const std::string& said) {
+  return said.empty() ? what : what + ": " + said;
+}
+
 void on_exit(step& t, const ev::worker_exited& e) {
   auto& s = t.s();
   auto& job = t.job();
   s.worker_alive = false;
   t.emit(act::cancel_timer{timer_kind::stall});
   t.emit(act::cancel_timer{timer_kind::grace});
+  // The record's checkpoint went away with the worker: the newest that still verifies counts.
+  if (e.checkpoint_now) job.checkpoint_step = *e.checkpoint_now;
+  const std::string said = !s.worker_error.empty() ? s.worker_error : e.stderr_tail;
   const bool clean = e.status.success() && e.last_done.has_value();
-  if (clean && e.last_done->job_complete) {
+  const bool claims_complete = clean && e.last_done->job_complete;
+  const bool verified_at_end =
+      e.total_steps > 0 && job.checkpoint_step > 0 && job.checkpoint_step >= e.total_steps;
+  if (claims_complete && verified_at_end) {
     // The job is done even if a stop or cancel was on its way: the work exists.
     t.emit(act::record_exit{exit_cause::completed, e.status, {}});
     t.leave_worker(job_state::completed);
@@ -183,9 +196,54 @@ void on_exit(step& t, const ev::worker_exited& e) {
     t.cancel();
     return;
   }
+  if (target == stop_target::fail) {
+    // Whatever it claimed after breaking the protocol, the violation decides.
+    t.emit(act::record_exit{s.stop_cause.value_or(exit_cause::crashed), e.status, s.stop_detail});
+    t.fail_job(s.stop_detail);
+    return;
+  }
+  if (claims_complete) {
+    // A `done` that says the job is complete proves nothing: only a verified checkpoint at the
+    // last step does. A worker that claims it without one would claim it again.
+    const std::string total = e.total_steps > 0 ? std::to_string(e.total_steps) : "an unknown total";
+    const std::string detail =
+        "the worker said the job is complete at step " + std::to_string(e.last_done->step) +
+        ", but the newest verified checkpoint is at step " + std::to_string(job.checkpoint_step) +
+        " of " + total + (job.checkpoint_step == 0 ? " (it reported no checkpoint that verified)" : "");
+    t.emit(act::record_exit{exit_cause::crashed, e.status, detail});
+    t.fail_job(detail);
+    return;
+  }
   if (target == stop_target::pause) {
     t.emit(act::record_exit{s.stop_cause.value_or(exit_cause::stopped), e.status, s.stop_detail});
     t.pause(s.pause_reason);
+    return;
+  }
+  const bool progressed = job.checkpoint_step > s.shard_start_step;
+  if (e.status == os::exit_status::exited(2)) {
+    // Exit 2 is the protocol's "bad invocation, spec, data or checkpoint": a new worker would
+    // fail the same way, so the job fails now, in the worker's own words.
+    const auto detail = with_words(e.status.describe(), said);
+    t.emit(act::record_exit{exit_cause::crashed, e.status, detail});
+    t.fail_job(detail);
+    return;
+  }
+  if (!e.status.success() && !s.stop_cause && protocol::names_no_space(said)) {
+    // A worker that died of a full disk: nothing but the user knows when space is back.
+    t.emit(act::record_exit{exit_cause::crashed, e.status, with_words(e.status.describe(), said)});
+    t.pause("disk full: " + said);
+    return;
+  }
+  if (target == stop_target::restart && s.stop_cause &&
+      (*s.stop_cause == exit_cause::memory_soft || *s.stop_cause == exit_cause::memory_budget) &&
+      !progressed) {
+    // A recycle is the plan working only if the worker got a checkpoint out before it stopped;
+    // one that never does would be recycled forever.
+    const auto detail =
+        (s.stop_detail.empty() ? std::string(to_string(*s.stop_cause)) : s.stop_detail) +
+        ", no new checkpoint since step " + std::to_string(s.shard_start_step);
+    t.emit(act::record_exit{*s.stop_cause, e.status, detail});
+    t.fail("stopped without a new checkpoint", detail, e.now_ms);
     return;
   }
   if (target == stop_target::restart && s.stop_cause) {
@@ -223,7 +281,18 @@ void on_exit(step& t, const ev::worker_exited& e) {
     }
     return;
   }
-  if (e.status == os::exit_status::exited(3) && e.last_done) {
+  const bool stopped_outside = e.status == os::exit_status::exited(3) && e.last_done;
+  if ((clean || stopped_outside) && !progressed) {
+    // A shard that ends without a new checkpoint did nothing; the next worker would start from
+    // the same step. Counted as a failure, so it backs off and ends, never a 1 s respawn loop.
+    const auto detail = "done at step " + std::to_string(e.last_done->step) + " (" +
+                        e.status.describe() + ") with no checkpoint past step " +
+                        std::to_string(s.shard_start_step);
+    t.emit(act::record_exit{exit_cause::crashed, e.status, detail});
+    t.fail("ended its shard without a new checkpoint", detail, e.now_ms);
+    return;
+  }
+  if (stopped_outside) {
     // Exit 3 after `done` is the protocol's "stopped cleanly after a checkpoint": somebody else
     // (an admin's SIGTERM) stopped it. Nothing was lost, so it is not a crash.
     t.emit(act::record_exit{exit_cause::stopped, e.status, "stopped by a signal from outside"});
@@ -237,6 +306,7 @@ void on_exit(step& t, const ev::worker_exited& e) {
   }
   std::string detail = e.status.describe();
   if (e.status.success()) detail += " without a done message";
+  detail = with_words(detail, said);
   t.emit(act::record_exit{exit_cause::crashed, e.status, detail});
   t.fail("crashed", detail, e.now_ms);
 }
@@ -246,7 +316,10 @@ transition_result on_pause(step& t, std::string reason) {
   auto& s = t.s();
   if (t.in(job_state::paused)) return t.ignore();
   if (t.worker_phase() && s.worker_alive) {
-    if (s.target == stop_target::cancel || s.target == stop_target::pause) return t.ignore();
+    if (s.target == stop_target::cancel || s.target == stop_target::pause ||
+        s.target == stop_target::fail) {
+      return t.ignore();
+    }
     s.pause_reason = std::move(reason);
     if (s.phase == worker_phase::stopping) {
       s.target = stop_target::pause;  // a stop is already on its way; land in paused
@@ -279,7 +352,25 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
   step t(standing, runtime, cfg);
   auto& s = t.s();
   auto& job = t.job();
-  if (is_terminal(job.state)) return t.ignore();
+  if (is_terminal(job.state)) {
+    // A failed job is at rest like the others, but `baton resume` may try it again (the disk
+    // that filled up has room now, the data was fixed): from its newest verified checkpoint, with
+    // the failure count and the backoff starting over.
+    const auto* r = std::get_if<ev::resume_requested>(&event);
+    if (!r || !r->failed_too || !t.in(job_state::failed) || t.worker_phase()) return t.ignore();
+    t.emit(act::log_event{"job resumed at step " + std::to_string(job.checkpoint_step) +
+                          " (it had failed: " + job.diagnosis + ")"});
+    job.state = job_state::queued;
+    job.diagnosis.clear();
+    job.consecutive_failures = 0;
+    s.failure_step.reset();
+    s.backoff_attempt = 0;
+    s.hard_kills_without_progress = 0;
+    s.target = stop_target::none;
+    t.emit(act::persist{});
+    t.emit(act::request_slot{});
+    return t.done();
+  }
 
   return std::visit(
       [&](const auto& e) -> transition_result {
@@ -313,7 +404,10 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
           job.diagnosis.clear();
           t.emit(act::persist{});
         } else if constexpr (std::is_same_v<E, ev::checkpoint_found>) {
-          if (t.worker_phase() || e.step <= job.checkpoint_step) return t.ignore();
+          if (t.worker_phase()) return t.ignore();
+          if (e.replaces ? e.step == job.checkpoint_step : e.step <= job.checkpoint_step) {
+            return t.ignore();
+          }
           job.checkpoint_step = e.step;  // saved with the start that follows
         } else if constexpr (std::is_same_v<E, ev::start_requested>) {
           if (!t.in(job_state::queued) || t.worker_phase()) return t.ignore();
@@ -408,7 +502,18 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
           t.kill(exit_cause::crashed, "invalid checkpoint: " + e.reason, stop_target::restart);
         } else if constexpr (std::is_same_v<E, ev::protocol_violation>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
-          t.kill(exit_cause::crashed, "protocol violation: " + e.reason, stop_target::restart);
+          t.kill(exit_cause::crashed, "protocol violation: " + e.reason, stop_target::fail);
+        } else if constexpr (std::is_same_v<E, ev::worker_error>) {
+          if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          s.worker_error = e.message;
+          // A full disk is not the worker's fault: let it exit (it does after an `error`), then
+          // rest paused until the user has made room and resumes.
+          if (protocol::names_no_space(e.message) && s.target == stop_target::none &&
+              s.phase != worker_phase::stopping) {
+            s.pause_reason = "disk full: " + e.message;
+            t.ask_stop(exit_cause::crashed, stop_target::pause);
+            s.stop_detail = e.message;
+          }
         } else if constexpr (std::is_same_v<E, ev::rss_sample>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           const auto& m = cfg.memory;

@@ -3,7 +3,11 @@
 // worker starts, when one is stopped or killed (memory limits, learned budgets, stalls, invalid
 // checkpoints, protocol violations), how long to wait before the next one (the 1 s floor between
 // spawns, backoff after failures), when a crash loop fails the job, and what a cancel, a pause, a
-// resume, a failed save, a daemon restart or a daemon shutdown does to it.
+// resume, a failed save, a daemon restart or a daemon shutdown does to it. Its outcomes are
+// honest: a job completes only with a verified checkpoint at its last step; a shard that ends
+// without a new checkpoint is a failure; exit code 2 and protocol violations fail the job at
+// once with the worker's own words; a full disk (the worker's `error` or a supervisor save)
+// pauses it, and a failed job can be resumed like a paused one.
 //
 // It never touches the OS, a clock or Asio. Its state has two parts: `job_standing`, which is the
 // job record's own persisted fields (job_record.h), and `job_runtime`, what only lives in memory
@@ -35,8 +39,9 @@ enum class worker_phase {
   stopping,  // stop sent or group killed; waiting for the exit
 };
 
-// Where a stopping worker's job goes once the worker is gone.
-enum class stop_target { none, restart, pause, cancel };
+// Where a stopping worker's job goes once the worker is gone. `fail`: the worker broke the
+// protocol, which a new worker of the same trainer would do again; the job fails at once.
+enum class stop_target { none, restart, pause, fail, cancel };
 
 // `restart` delays the next worker: the planned wait (waiting) or the backoff after a failure.
 enum class timer_kind { stall, grace, restart, budget };
@@ -66,6 +71,7 @@ struct job_runtime {
   std::optional<exit_cause> stop_cause;
   std::string stop_detail;   // e.g. "invalid checkpoint: digest mismatch"
   std::string pause_reason;  // the diagnosis the job gets once a pausing worker is gone
+  std::string worker_error;  // the current worker's last `error` message, for the diagnosis
   bool kill_sent = false;
   friend bool operator==(const job_runtime&, const job_runtime&) = default;
 };
@@ -90,9 +96,11 @@ struct requeued_for_restart {
   bool shard_open = false;
 };
 // A verified checkpoint on disk newer than the record (a supervisor killed between saving a
-// checkpoint and its record); fed before a job starts.
+// checkpoint and its record); fed before a job starts. `replaces`: the record's own checkpoint
+// file is gone or no longer verifies, and this (possibly older, 0: none) is the newest that does.
 struct checkpoint_found {
   std::int64_t step = 0;
+  bool replaces = false;
 };
 struct start_requested {};  // a worker slot is free for this job
 // The checkpoint the worker being spawned resumes from, verified just before its spawn. Lower
@@ -104,7 +112,11 @@ struct cancel_requested {};
 struct pause_requested {
   std::string reason;
 };
-struct resume_requested {};
+// `failed_too`: a failed job resumes as well (`baton resume`), from its newest verified
+// checkpoint, with its failure count cleared; without it only a paused job resumes (`baton run`).
+struct resume_requested {
+  bool failed_too = false;
+};
 // A record save failed; `reason` is the store's error (empty: unknown).
 struct save_failed {
   std::string reason;
@@ -129,18 +141,36 @@ struct checkpoint_verified {
 struct checkpoint_rejected {
   std::string reason;
 };
-// The worker broke the protocol (e.g. a hello with a version we do not speak).
+// The worker broke the protocol: a hello with a version we do not speak, or a line that is a
+// message of a known type but breaks its schema ("step":"40"). Deterministic: the job fails.
 struct protocol_violation {
   std::string reason;
+};
+// The worker's `error` message. One that names a full disk or quota (ENOSPC, EDQUOT) pauses the
+// job instead of failing it; any other is the worker's own words for the diagnosis of its exit.
+struct worker_error {
+  std::string message;
 };
 struct rss_sample {
   std::uint64_t bytes = 0;
 };
 struct stall_timeout {};
 struct worker_exited {
+  // The three facts every exit has; the rest are set by name where known.
+  worker_exited(os::exit_status st = {}, std::optional<protocol::done_msg> done = std::nullopt,
+                std::int64_t now = 0)
+      : status(st), last_done(std::move(done)), now_ms(now) {}
   os::exit_status status;
   std::optional<protocol::done_msg> last_done;  // the worker's last `done` message, if any
   std::int64_t now_ms = 0;
+  // The job's total steps as known now (0: unknown). A job completes only when its newest
+  // verified checkpoint is at (or past) this step.
+  std::int64_t total_steps = 0;
+  // The end of what the worker wrote on stderr, for the diagnosis when it sent no `error`.
+  std::string stderr_tail;
+  // Set when the record's checkpoint file was gone after the worker (a worker that pruned or
+  // removed it): the newest checkpoint that verified then, 0 for none.
+  std::optional<std::int64_t> checkpoint_now;
 };
 struct restart_due {};  // the restart timer (waiting or backoff) ran out
 struct budget_elapsed {};
@@ -152,7 +182,8 @@ using event =
                  ev::checkpoint_found, ev::start_requested, ev::resume_point, ev::cancel_requested,
                  ev::pause_requested, ev::resume_requested, ev::save_failed, ev::worker_spawned,
                  ev::spawn_failed, ev::hello, ev::progress, ev::checkpoint_verified,
-                 ev::checkpoint_rejected, ev::protocol_violation, ev::rss_sample, ev::stall_timeout,
+                 ev::checkpoint_rejected, ev::protocol_violation, ev::worker_error,
+                 ev::rss_sample, ev::stall_timeout,
                  ev::worker_exited, ev::restart_due, ev::budget_elapsed, ev::grace_elapsed>;
 
 namespace act {

@@ -5,6 +5,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
+#include <limits>
+#include <variant>
 
 #include "protocol/checkpoint.h"
 #include "protocol/checkpoint_folder.h"
@@ -13,6 +15,7 @@
 #include "protocol/version.h"
 #include "protocol/worker_line.h"
 #include "supervisor/leak_rate.h"
+#include "supervisor/off_thread.h"
 
 namespace baton::supervisor {
 
@@ -80,27 +83,56 @@ rest_outcome feed_job_at_rest(os::env& e, job_store& store, job_record& record, 
   return out;
 }
 
-status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir,
-                                  const std::string& path, std::int64_t step,
-                                  const std::string& digest) {
+status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir, const std::string& path,
+                                  std::int64_t step, const std::string& digest,
+                                  std::uint64_t max_bytes) {
   const fs::path p = fs::path(path).lexically_normal();
   if (!p.is_absolute() || p.parent_path() != checkpoint_dir.lexically_normal()) {
     return make_error("checkpoint " + path + " is not a file in the job's checkpoint folder " +
                       checkpoint_dir.string());
   }
-  auto bytes = e.read_file(p);
-  if (!bytes) return bytes.error();
-  auto c = protocol::decode_checkpoint(*bytes, p.string());
-  if (!c) return c.error();
-  if (c->step() != step) {
-    return make_error("checkpoint " + path + " holds step " + std::to_string(c->step()) +
+  auto file = e.new_untrusted_readable_file(p, {max_bytes, checkpoint_dir});
+  if (!file) return file.error();
+  auto sum = protocol::checkpoint_summary_streamed(
+      [&](std::uint64_t offset, std::size_t n, std::string& buf) {
+        return (*file)->read(offset, n, buf);
+      },
+      (*file)->size(), p.string(), protocol::folder_hash_chunk_bytes);
+  if (!sum) return sum.error();
+  if (sum->step != step) {
+    return make_error("checkpoint " + path + " holds step " + std::to_string(sum->step) +
                       ", the worker announced step " + std::to_string(step));
   }
-  const auto it = c->metadata.find(protocol::meta::digest);
-  if (it == c->metadata.end() || it->second != digest) {
-    return make_error("checkpoint " + path + " has digest " +
-                      (it == c->metadata.end() ? std::string("(none)") : it->second) +
+  if (sum->digest != digest) {
+    return make_error("checkpoint " + path + " has digest " + sum->digest +
                       ", the worker announced " + digest);
+  }
+  return {};
+}
+
+std::string worker_log_tail(os::env& e, const fs::path& log, const fs::path& job_dir) {
+  constexpr std::size_t window = 8 << 10;
+  constexpr std::size_t max_line = 300;
+  auto f = e.new_untrusted_readable_file(log, {std::numeric_limits<std::uint64_t>::max(), job_dir});
+  if (!f) return {};
+  const auto size = (*f)->size();
+  const auto from = size > window ? size - window : 0;
+  std::string text;
+  if (!(*f)->read(from, static_cast<std::size_t>(size - from), text)) return {};
+  std::size_t end = text.size();
+  while (end > 0) {
+    const auto nl = end == 0 ? std::string::npos : text.rfind('\n', end - 1);
+    const std::size_t start = nl == std::string::npos ? 0 : nl + 1;
+    std::string line = text.substr(start, end - start);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    const bool ours = line.rfind("[baton]", 0) == 0;
+    // The first line of the window may be cut; only a whole one counts.
+    if (!line.empty() && !ours && (start > 0 || from == 0)) {
+      if (line.size() > max_line) line = line.substr(0, max_line) + "...";
+      return line;
+    }
+    if (nl == std::string::npos) break;
+    end = nl;
   }
   return {};
 }
@@ -240,6 +272,23 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   asio::steady_timer rss_timer;
   asio::steady_timer drain_timer;
 
+  // Worker input that arrived while a read of its files ran off the io thread: replayed in order
+  // once the result is in, so the machine never sees a `done` or an exit before the checkpoint
+  // that came first.
+  struct held_line {
+    boost::system::error_code ec;
+    std::string line;
+  };
+  struct held_exit {
+    boost::system::error_code ec;
+    os::exit_status status;
+  };
+  std::deque<std::variant<held_line, held_exit>> held;
+  bool reading = false;            // an off-thread read runs; worker input is held
+  off_thread_call current_read;    // abandoned if the runner goes away first
+  // The walk start() made, used by the spawn that follows it at once instead of a second walk.
+  std::optional<result<protocol::verified_checkpoint>> fresh_walk;
+
   std::deque<event> pending;
   bool dispatching = false;
   bool persist_failed = false;
@@ -296,7 +345,49 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     std::visit([this](const auto& x) { apply_one(x); }, a);
   }
 
-  void apply_one(const act::spawn_worker& x) { spawn(x.max_steps); }
+  // Runs `work` off the io thread (see off_thread.h), holding the worker's input until `then` has
+  // run with its result on the io thread. `work` must not touch the runner.
+  template <class T>
+  void read_off_thread(std::string what, std::function<result<T>()> work,
+                       std::function<void(result<T>)> then) {
+    reading = true;
+    std::weak_ptr<impl> weak = shared_from_this();
+    current_read = run_off_thread<T>(
+        io, options.verify_deadline, std::move(what), std::move(work),
+        [weak, then = std::move(then)](result<T> r) {
+          auto self = weak.lock();
+          if (!self || self->closed) return;
+          self->reading = false;
+          self->current_read = {};
+          then(std::move(r));  // may start the next read
+          self->replay_held();
+        });
+  }
+
+  void replay_held() {
+    while (!reading && !held.empty() && !closed) {
+      auto next = std::move(held.front());
+      held.pop_front();
+      if (auto* l = std::get_if<held_line>(&next)) {
+        handle_line(l->ec, l->line);
+      } else {
+        const auto& x = std::get<held_exit>(next);
+        handle_exit(x.ec, x.status);
+      }
+    }
+  }
+
+  // A machine event from inside an action (the spawn started by a transition): fed at once, so
+  // the invocation built next sees its answer; otherwise posted as usual.
+  void feed_or_post(const event& e) {
+    if (dispatching) {
+      feed_now(e);
+    } else {
+      post_event(e);
+    }
+  }
+
+  void apply_one(const act::spawn_worker& x) { begin_spawn(x.max_steps); }
 
   void apply_one(const act::send_stop&) {
     if (!worker) return;
@@ -385,8 +476,51 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     if (auto s = worker->kill_tree(); !s) log_event("kill: " + s.error().message);
   }
 
+  // A walk of the checkpoint folder for the next spawn, off the io thread: the newest checkpoint
+  // that verifies (the rejected ones moved aside, never resumed from) and no temp files left.
+  std::function<result<protocol::verified_checkpoint>()> folder_walk() const {
+    return [e = &files, dir = store.checkpoint_dir(record.id), keep = spec.checkpoints.keep,
+            cap = options.max_checkpoint_bytes]() -> result<protocol::verified_checkpoint> {
+      protocol::checkpoint_store cs(*e, dir, keep);
+      auto v = cs.newest_verified({cap, true});
+      (void)cs.sweep_temp_files();  // best effort: the next save would sweep them too
+      return v;
+    };
+  }
+
+  // Whether the checkpoint folder names any checkpoint. A listing reads no file content; with
+  // nothing to verify, the runner goes on at once on the io thread instead of a walk off it.
+  bool has_checkpoints() const {
+    protocol::checkpoint_store cs(files, store.checkpoint_dir(record.id), spec.checkpoints.keep);
+    auto l = cs.list();
+    return !l || !l->empty();
+  }
+
+  void begin_spawn(std::optional<std::int64_t> max_steps) {
+    if (fresh_walk) {
+      auto v = std::move(*fresh_walk);
+      fresh_walk.reset();
+      finish_spawn(max_steps, std::move(v));
+      return;
+    }
+    if (!has_checkpoints()) {
+      finish_spawn(max_steps, folder_walk()());  // reads nothing: no checkpoint to verify
+      return;
+    }
+    read_off_thread<protocol::verified_checkpoint>(
+        "checking the checkpoints of job " + record.id, folder_walk(),
+        [this, max_steps](result<protocol::verified_checkpoint> v) {
+          finish_spawn(max_steps, std::move(v));
+        });
+  }
+
+  void finish_spawn(std::optional<std::int64_t> max_steps,
+                    result<protocol::verified_checkpoint> v) {
+    choose_resume_checkpoint(v);
+    spawn(max_steps);
+  }
+
   void spawn(std::optional<std::int64_t> max_steps) {
-    choose_resume_checkpoint();
     const auto staging_error = prepare_staging_dir();
     const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
     shard_record shard;
@@ -456,18 +590,16 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   // Points the record (and so BATON_RESUME_FROM and BATON_START_STEP) at the newest checkpoint
   // that verifies now, just before a spawn: a checkpoint damaged since it was written is skipped,
   // and the step may go down.
-  void choose_resume_checkpoint() {
-    protocol::checkpoint_store cs(files, store.checkpoint_dir(record.id), spec.checkpoints.keep);
-    auto v = cs.newest_verified();
+  void choose_resume_checkpoint(const result<protocol::verified_checkpoint>& v) {
     if (!v) {
       log_event(v.error().message);
       return;
     }
     for (const auto& why : v->rejected) log_event("skipped checkpoint " + why);
-    // Fed at once, not queued: the invocation built next must see the machine's answer. Safe
+    // Fed before the spawn: the invocation built next must see the machine's answer. Safe
     // because spawn_worker is the last action of every transition that asks for it.
     const auto step = v->path ? v->step : 0;
-    feed_now(ev::resume_point{step});
+    feed_or_post(ev::resume_point{step});
     if (record.checkpoint_step == step) {
       record.checkpoint_path = v->path ? v->path->string() : std::string();
     }
@@ -491,6 +623,14 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void on_line(const boost::system::error_code& ec, std::string_view line) {
+    if (reading || !held.empty()) {
+      held.push_back(held_line{ec, std::string(line)});
+      return;
+    }
+    handle_line(ec, line);
+  }
+
+  void handle_line(const boost::system::error_code& ec, std::string_view line) {
     if (ec == boost::system::errc::message_size) {
       log_event("worker wrote a line over 1 MiB; cut");
       return;
@@ -505,6 +645,11 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       // Not protocol: external trainers print logs and progress bars on stdout too. Keep them
       // in the job's log, before the message that followed them on the line.
       append_line(files, store.log_path(record.id), parsed.text);
+    }
+    if (parsed.violation) {
+      log_event("worker broke the protocol: " + parsed.violation->message);
+      post_event(ev::protocol_violation{parsed.violation->message});
+      return;
     }
     if (parsed.message) std::visit([this](const auto& m) { on_message(m); }, *parsed.message);
   }
@@ -539,18 +684,43 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       return;
     }
     const auto dir = store.checkpoint_dir(record.id);
-    if (auto s = verify_reported_checkpoint(files, dir, m.path, m.step, *m.digest); !s) {
-      log_event("rejected checkpoint: " + s.error().message);
-      post_event(ev::checkpoint_rejected{s.error().message});
-      return;
-    }
-    // The step itself is the machine's (checkpoint_verified); the file and the shard's end go
-    // with it.
-    if (m.step >= record.checkpoint_step) {
-      record.checkpoint_path = fs::path(m.path).lexically_normal().string();
-      if (!record.shards.empty()) record.shards.back().end_step = m.step;
-    }
-    post_event(ev::checkpoint_verified{m.step});
+    // Off the io thread: the file is the worker's, and reading it may take long (or, without the
+    // untrusted open, forever). A rejected file is moved aside so that no worker resumes from it.
+    auto work = [e = &files, dir, m, cap = options.max_checkpoint_bytes,
+                 keep = spec.checkpoints.keep]() -> result<std::string> {
+      if (auto s = verify_reported_checkpoint(*e, dir, m.path, m.step, *m.digest, cap); !s) {
+        const fs::path p = fs::path(m.path).lexically_normal();
+        std::string why = s.error().message;
+        if (p.is_absolute() && p.parent_path() == dir.lexically_normal()) {
+          auto there = e->stat_no_follow(p);
+          if (there && there->kind != os::entry_kind::missing) {
+            protocol::checkpoint_store cs(*e, dir, keep);
+            auto moved = cs.move_aside(p, why);
+            why += moved ? " (moved to " + moved->string() + ")"
+                         : " (could not move it aside: " + moved.error().message + ")";
+          }
+        }
+        return make_error(why);
+      }
+      return fs::path(m.path).lexically_normal().string();
+    };
+    read_off_thread<std::string>("verifying checkpoint " + m.path, std::move(work),
+                                 [this, step = m.step](result<std::string> r) {
+                                   if (!r) {
+                                     log_event("rejected checkpoint: " + r.error().message);
+                                     post_event(ev::checkpoint_rejected{r.error().message});
+                                     return;
+                                   }
+                                   // The step itself is the machine's (checkpoint_verified); the
+                                   // file and the shard's end go with it.
+                                   if (step >= record.checkpoint_step) {
+                                     record.checkpoint_path = *r;
+                                     if (!record.shards.empty()) {
+                                       record.shards.back().end_step = step;
+                                     }
+                                   }
+                                   post_event(ev::checkpoint_verified{step});
+                                 });
   }
 
   // A folder announcement, handled before the next line of the worker is read: checked, sealed
@@ -567,17 +737,53 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         !s) {
       return reject(s.error());
     }
-    auto sealed = protocol::seal_checkpoint_folder(files, fs::path(m.path).lexically_normal(), dir,
-                                                   record.id, m.step);
-    if (!sealed) return reject(sealed.error());
-    // The step itself is the machine's (checkpoint_verified below).
-    record.checkpoint_path = sealed->path.string();
-    if (!record.shards.empty()) record.shards.back().end_step = m.step;
-    protocol::checkpoint_store cs(files, dir, spec.checkpoints.keep);
-    if (auto s = cs.prune(sealed->path); !s) {
-      log_event("sealed " + sealed->path.string() + " but pruning failed: " + s.error().message);
-    }
-    post_event(ev::checkpoint_verified{m.step});
+    struct sealed_result {
+      fs::path path;
+      std::string prune_error;
+    };
+    // Hashing the folder reads everything the worker wrote: off the io thread, like a file's
+    // verification. A folder that fails is moved aside; a seal that fails for space is not the
+    // worker's fault and pauses the job instead.
+    auto work = [e = &files, dir, staged = fs::path(m.path).lexically_normal(), id = record.id,
+                 step = m.step, keep = spec.checkpoints.keep,
+                 cap = options.max_checkpoint_bytes]() -> result<sealed_result> {
+      auto sealed = protocol::seal_checkpoint_folder(*e, staged, dir, id, step, cap);
+      protocol::checkpoint_store cs(*e, dir, keep);
+      if (!sealed) {
+        if (sealed.error().code == errc::no_space) return sealed.error();
+        std::string why = sealed.error().message;
+        auto there = e->stat_no_follow(staged);
+        if (there && there->kind != os::entry_kind::missing) {
+          auto moved = cs.move_aside(staged, why);
+          if (moved) why += " (moved to " + moved->string() + ")";
+        }
+        return make_error(why);
+      }
+      sealed_result out{sealed->path, {}};
+      if (auto s = cs.prune(sealed->path); !s) out.prune_error = s.error().message;
+      return out;
+    };
+    read_off_thread<sealed_result>(
+        "sealing checkpoint folder " + m.path, std::move(work),
+        [this, m](result<sealed_result> r) {
+          if (!r) {
+            if (r.error().code == errc::no_space) {
+              log_event("cannot seal checkpoint " + m.path + ": " + r.error().message);
+              post_event(ev::save_failed{r.error().message});
+              return;
+            }
+            log_event("rejected checkpoint: " + m.path + ": " + r.error().message);
+            post_event(ev::checkpoint_rejected{m.path + ": " + r.error().message});
+            return;
+          }
+          // The step itself is the machine's (checkpoint_verified below).
+          record.checkpoint_path = r->path.string();
+          if (!record.shards.empty()) record.shards.back().end_step = m.step;
+          if (!r->prune_error.empty()) {
+            log_event("sealed " + r->path.string() + " but pruning failed: " + r->prune_error);
+          }
+          post_event(ev::checkpoint_verified{m.step});
+        });
   }
 
   void on_message(const protocol::done_msg& m) {
@@ -588,9 +794,18 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   void on_message(const protocol::error_msg& m) {
     log_event("worker error: " + m.message);
     if (!record.shards.empty()) record.shards.back().detail = m.message;
+    post_event(ev::worker_error{m.message});
   }
 
   void on_exit(const boost::system::error_code& ec, os::exit_status st) {
+    if (reading || !held.empty()) {
+      held.push_back(held_exit{ec, st});
+      return;
+    }
+    handle_exit(ec, st);
+  }
+
+  void handle_exit(const boost::system::error_code& ec, os::exit_status st) {
     if (ec) {
       log_event("waiting for the worker failed: " + ec.message());
       st = os::exit_status::signaled(9);
@@ -622,7 +837,56 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     remove_staging_dir();
     live.pid = 0;
     live.rss_bytes = 0;
-    post_event(ev::worker_exited{*exit_status, last_done, mono_ms()});
+    ev::worker_exited exited;
+    exited.status = *exit_status;
+    exited.last_done = last_done;
+    exited.now_ms = mono_ms();
+    exited.total_steps = record.total_steps;
+    exited.stderr_tail = worker_log_tail(files, store.log_path(record.id), store.job_dir(record.id));
+    // After the worker: its killed writes' temp files go, and if the record's checkpoint went
+    // with it (a worker that pruned or replaced it), the newest one that verifies takes its place.
+    auto after = [e = &files, dir = store.checkpoint_dir(record.id), keep = spec.checkpoints.keep,
+                  cap = options.max_checkpoint_bytes,
+                  current = record.checkpoint_path]() -> result<std::optional<protocol::verified_checkpoint>> {
+      protocol::checkpoint_store cs(*e, dir, keep);
+      (void)cs.sweep_temp_files();
+      if (current.empty()) return std::optional<protocol::verified_checkpoint>();
+      auto there = e->stat_no_follow(current);
+      if (there && (there->kind == os::entry_kind::regular || there->kind == os::entry_kind::directory)) {
+        return std::optional<protocol::verified_checkpoint>();
+      }
+      auto v = cs.newest_verified({cap, true});
+      if (!v) return v.error();
+      return std::optional<protocol::verified_checkpoint>(std::move(*v));
+    };
+    auto then = [this, exited](result<std::optional<protocol::verified_checkpoint>> r) mutable {
+          if (!r) {
+            log_event(r.error().message);
+          } else if (*r) {
+            const auto& v = **r;
+            for (const auto& why : v.rejected) log_event("skipped checkpoint " + why);
+            log_event("the checkpoint " + record.checkpoint_path +
+                      " is gone; the newest that verifies is " +
+                      (v.path ? v.path->string() : std::string("none")));
+            record.checkpoint_path = v.path ? v.path->string() : std::string();
+            exited.checkpoint_now = v.path ? v.step : 0;
+          }
+          post_event(exited);
+        };
+    // Only a record whose file is gone needs a walk (reads); the sweep alone is a listing.
+    bool gone = false;
+    if (!record.checkpoint_path.empty()) {
+      auto there = files.stat_no_follow(record.checkpoint_path);
+      gone = there && there->kind != os::entry_kind::regular && there->kind != os::entry_kind::directory;
+    }
+    if (!gone) {
+      then(after());
+      return;
+    }
+    read_off_thread<std::optional<protocol::verified_checkpoint>>(
+        "checking the checkpoints after worker " +
+            std::to_string(record.shards.empty() ? 0 : record.shards.back().pid),
+        std::move(after), std::move(then));
   }
 
   void arm_rss_timer(std::uint64_t gen) {
@@ -658,6 +922,7 @@ job_runner::job_runner(asio::io_context& io, os::env& e, process_launcher& launc
 
 job_runner::~job_runner() {
   impl_->closed = true;
+  impl_->current_read.abandon();
   impl_->kill_worker_tree();
   for (auto& t : impl_->timers) t.cancel();
   impl_->rss_timer.cancel();
@@ -666,40 +931,84 @@ job_runner::~job_runner() {
 
 void job_runner::start() {
   auto& m = *impl_;
-  auto& r = m.record;
-  // The record may lag the disk (a supervisor killed between a checkpoint and its record):
-  // the newest checkpoint that verifies is the truth.
-  // (Each spawn verifies again and may step back; this only keeps a resting job's record true.)
-  const auto ckpt_dir = m.store.checkpoint_dir(r.id);
-  protocol::checkpoint_store cs(m.files, ckpt_dir, m.spec.checkpoints.keep);
-  if (auto newest = cs.newest_verified(); newest && newest->path) {
-    const auto before = r.checkpoint_step;
-    m.post_event(ev::checkpoint_found{newest->step});
-    if (r.checkpoint_step != before) r.checkpoint_path = newest->path->string();
-  } else if (!newest) {
-    m.log_event(newest.error().message);
-  }
-  // Staging folders are a dead worker's leftovers: no worker of this job runs yet.
-  if (m.files.file_exists(ckpt_dir)) {
-    if (auto names = m.files.list_dir(ckpt_dir)) {
-      for (const auto& n : *names) {
-        if (n.rfind(".staging-", 0) != 0) continue;
-        if (auto s = m.files.remove_dir_all(ckpt_dir / n); !s) {
-          m.log_event("cannot remove a stale staging folder: " + s.error().message);
+  // The record may lag the disk (a supervisor killed between a checkpoint and its record), or
+  // point at a file that is gone: the newest checkpoint that verifies is the truth. Off the io
+  // thread, like every read of what a worker wrote; the spawn that follows uses this walk.
+  struct start_walk {
+    result<protocol::verified_checkpoint> newest = protocol::verified_checkpoint{};
+    bool record_file_gone = false;
+    std::vector<std::string> notes;
+  };
+  auto work = [e = &m.files, dir = m.store.checkpoint_dir(m.record.id),
+               keep = m.spec.checkpoints.keep, cap = m.options.max_checkpoint_bytes,
+               current = m.record.checkpoint_path]() -> result<start_walk> {
+    start_walk out;
+    protocol::checkpoint_store cs(*e, dir, keep);
+    // Staging folders and temp files are a dead worker's (or writer's) leftovers: no worker of
+    // this job runs yet.
+    if (e->file_exists(dir)) {
+      if (auto names = e->list_dir(dir)) {
+        for (const auto& n : *names) {
+          if (n.rfind(".staging-", 0) != 0) continue;
+          if (auto s = e->remove_dir_all(dir / n); !s) {
+            out.notes.push_back("cannot remove a stale staging folder: " + s.error().message);
+          }
         }
       }
     }
+    if (auto swept = cs.sweep_temp_files(); !swept) {
+      out.notes.push_back("cannot remove stale temp files: " + swept.error().message);
+    } else if (*swept > 0) {
+      out.notes.push_back("removed " + std::to_string(*swept) + " stale temp file(s) from " +
+                          dir.string());
+    }
+    out.newest = cs.newest_verified({cap, true});
+    if (!current.empty()) {
+      auto there = e->stat_no_follow(current);
+      out.record_file_gone = there && there->kind != os::entry_kind::regular &&
+                             there->kind != os::entry_kind::directory;
+    }
+    return out;
+  };
+  auto then = [&m](result<start_walk> w) {
+        auto& r = m.record;
+        if (!w) {
+          m.log_event(w.error().message);
+        } else {
+          for (const auto& n : w->notes) m.log_event(n);
+          if (w->newest) {
+            const auto& v = *w->newest;
+            const auto step = v.path ? v.step : 0;
+            const bool replaces = w->record_file_gone;
+            const auto before = r.checkpoint_step;
+            m.post_event(ev::checkpoint_found{step, replaces});
+            if (r.checkpoint_step != before || replaces) {
+              r.checkpoint_path = v.path && r.checkpoint_step == step ? v.path->string() : "";
+            }
+          } else {
+            m.log_event(w->newest.error().message);
+          }
+          m.fresh_walk = std::move(w->newest);
+        }
+        m.live.step = r.checkpoint_step;
+        m.live.total_steps = r.total_steps;
+        m.post_event(ev::start_requested{});
+        m.fresh_walk.reset();  // a spawn it started has used it; a resting job needs none
+      };
+  if (!m.has_checkpoints()) {
+    then(work());  // nothing to verify: no file is read, so no reason to leave the io thread
+    return;
   }
-  m.live.step = r.checkpoint_step;
-  m.live.total_steps = r.total_steps;
-  m.post_event(ev::start_requested{});
+  m.read_off_thread<start_walk>("checking the checkpoints of job " + m.record.id, std::move(work),
+                                std::move(then));
 }
 
 void job_runner::cancel() { impl_->post_event(ev::cancel_requested{}); }
 void job_runner::pause(std::string reason) {
   impl_->post_event(ev::pause_requested{std::move(reason)});
 }
-void job_runner::resume() { impl_->post_event(ev::resume_requested{}); }
+// The daemon's `baton resume`: a failed job resumes too.
+void job_runner::resume() { impl_->post_event(ev::resume_requested{true}); }
 
 bool job_runner::at_rest() const { return impl_->rest_reported; }
 const job_record& job_runner::record() const { return impl_->record; }

@@ -3,11 +3,16 @@
 // reports, samples the memory of the worker's whole process tree, and feeds all of it to the pure
 // job state machine (job_machine.h), carrying out the actions it returns. The runner owns the live
 // job record, whose standing is the machine's persisted state, and persists it through the job
-// store; every file it touches (checkpoints, the job's log) goes through the env it is given. The
-// caller owns the io_context, the env, the launcher, the store and the runner, and calls every
-// method on the io_context's thread.
+// store; every file it touches (checkpoints, the job's log) goes through the env it is given.
+// Reading what a worker wrote (verifying a checkpoint, sealing a folder, walking the folder
+// before a spawn) happens off the io thread with a deadline (off_thread.h); the worker's later
+// lines and its exit wait until the result is in, so the machine sees them in order. The caller
+// owns the io_context, the env, the launcher, the store and the runner, and calls every method on
+// the io_context's thread; the env must outlive any read the runner abandoned at its deadline.
+// Rejected checkpoints are moved aside into the checkpoint folder's rejected/.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -17,6 +22,7 @@
 #include <string>
 
 #include "os/env.h"
+#include "protocol/checkpoint_folder.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_machine.h"
 #include "supervisor/job_record.h"
@@ -51,6 +57,13 @@ struct runner_options {
   std::function<void()> on_rest;
   // Supervisor events for the job's log ("worker 123 started at step 157"). May be empty.
   std::function<void(const std::string&)> on_event;
+  // The largest checkpoint the runner reads to verify it (a file, or a folder's files together):
+  // the daemon's max_checkpoint_mib. A worker decides what it announces; larger is rejected
+  // before a byte is read.
+  std::uint64_t max_checkpoint_bytes = protocol::default_max_checkpoint_bytes;
+  // Every read of the worker's checkpoints (verify, seal, the walk before a spawn) runs off the io
+  // thread and is given up after this long, as a rejection.
+  std::chrono::milliseconds verify_deadline{60000};
 };
 
 class job_runner {
@@ -116,11 +129,20 @@ void append_job_log(os::env& e, const job_store& store, const std::string& id,
                     const std::string& message);
 
 // Checks a checkpoint a worker reported before the job counts it: the path must name a file
-// directly inside the job's checkpoint folder, and the file must decode and verify, with the
-// step and digest the worker announced.
+// directly inside the job's checkpoint folder, opened as untrusted (no link, no FIFO or device,
+// at most `max_bytes`, resolving inside the folder), and the file must verify as it is streamed
+// through in bounded memory, with the step and digest the worker announced. Blocking: the runner
+// calls it off the io thread.
 status verify_reported_checkpoint(os::env& e, const std::filesystem::path& checkpoint_dir,
                                   const std::string& path, std::int64_t step,
-                                  const std::string& digest);
+                                  const std::string& digest,
+                                  std::uint64_t max_bytes = protocol::default_max_checkpoint_bytes);
+
+// The last line of the job's log that the worker wrote (stderr or text on stdout, not a
+// "[baton]" line), at most 300 bytes, read from the log's last 8 KiB; empty if none. The log is
+// opened as untrusted, inside `job_dir`.
+std::string worker_log_tail(os::env& e, const std::filesystem::path& log,
+                            const std::filesystem::path& job_dir);
 
 // The folder a worker of shard `shard_index` writes folder checkpoints into:
 // <checkpoint dir>/.staging-<shard index>, made absolute.

@@ -7,21 +7,21 @@
 
 #include "support/skip.h"
 
-namespace baton::testing {
+namespace baton::test {
 
 std::vector<std::pair<std::string, std::string>>& skipped_tests() {
   static std::vector<std::pair<std::string, std::string>> skipped;
   return skipped;
 }
 
-}  // namespace baton::testing
+}  // namespace baton::test
 
 int main(int argc, char* argv[]) {
   const int failures = Catch::Session().run(argc, argv);
-  const auto& skipped = baton::testing::skipped_tests();
+  const auto& skipped = baton::test::skipped_tests();
   if (failures != 0 || skipped.empty()) return failures;
   for (const auto& [test, reason] : skipped) {
     std::cerr << "SKIPPED: " << test << ": " << reason << "\n";
   }
-  return baton::testing::skip_exit_code;
+  return baton::test::skip_exit_code;
 }

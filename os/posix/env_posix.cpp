@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "os/env.h"
@@ -14,8 +16,27 @@ namespace baton::os {
 
 namespace {
 
+// A full disk or quota carries errc::no_space: the caller pauses rather than fails.
 error errno_error(const std::string& what, const std::filesystem::path& path, int err) {
-  return make_error(what + " " + path.string() + ": " + std::strerror(err));
+  const bool full = err == ENOSPC || err == EDQUOT;
+  return make_error(what + " " + path.string() + ": " + std::strerror(err),
+                    full ? errc::no_space : errc::unspecified);
+}
+
+// Where an open descriptor's file really is, every link resolved; empty if the OS cannot say.
+std::string resolved_path_of(int fd, const std::filesystem::path& path) {
+#ifdef __linux__
+  char buf[PATH_MAX + 1];
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(proc.c_str(), buf, PATH_MAX);
+  if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
+#endif
+  (void)fd;
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) return {};
+  std::string out(real);
+  std::free(real);
+  return out;
 }
 
 class posix_writable_file final : public writable_file {
@@ -135,6 +156,50 @@ class posix_env final : public env {
     }
     return std::unique_ptr<readable_file>(
         new posix_readable_file(path, fd, static_cast<std::uint64_t>(st.st_size)));
+  }
+
+  result<std::unique_ptr<readable_file>> new_untrusted_readable_file(
+      const std::filesystem::path& path, const untrusted_file_limits& limits) override {
+    const std::string what = path.string();
+    // O_NONBLOCK: a FIFO opens at once instead of waiting for a writer; on a regular file it
+    // changes nothing. O_NOCTTY: a terminal device never becomes ours.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+      if (errno == ELOOP) {
+        return make_error(what + ": a symlink, not a regular file (links are not followed)");
+      }
+      return errno_error("open", path, errno);
+    }
+    struct closer {
+      int fd;
+      ~closer() {
+        if (fd >= 0) ::close(fd);
+      }
+    } guard{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return errno_error("stat", path, errno);
+    if (S_ISDIR(st.st_mode)) return make_error(what + ": a folder, not a regular file");
+    if (!S_ISREG(st.st_mode)) {
+      return make_error(what + ": a special file (FIFO, socket or device), not a regular file");
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > limits.max_bytes) {
+      return make_error(what + ": " + describe_untrusted_size(size, limits.max_bytes));
+    }
+    if (!limits.within.empty()) {
+      char* real_within = ::realpath(limits.within.c_str(), nullptr);
+      if (real_within == nullptr) return errno_error("resolve", limits.within, errno);
+      std::string within(real_within);
+      std::free(real_within);
+      if (within.empty() || within.back() != '/') within += '/';
+      const std::string real = resolved_path_of(fd, path);
+      if (real.empty()) return make_error(what + ": cannot tell where it resolves to");
+      if (real.compare(0, within.size(), within) != 0) {
+        return make_error(what + ": resolves to " + real + ", outside " + limits.within.string());
+      }
+    }
+    guard.fd = -1;
+    return std::unique_ptr<readable_file>(new posix_readable_file(path, fd, size));
   }
 
   status rename_file(const std::filesystem::path& from, const std::filesystem::path& to) override {

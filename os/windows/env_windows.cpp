@@ -2,6 +2,7 @@
 // with every failure naming the path and the system's own error text.
 #include <algorithm>
 #include <cstdint>
+#include <cwctype>
 #include <system_error>
 
 #include "os/env.h"
@@ -101,6 +102,61 @@ class windows_env final : public env {
     if (!::GetFileSizeEx(h.get(), &size)) return os_error("stat " + utf8(path));
     return std::unique_ptr<readable_file>(
         new windows_readable_file(path, std::move(h), static_cast<std::uint64_t>(size.QuadPart)));
+  }
+
+  result<std::unique_ptr<readable_file>> new_untrusted_readable_file(
+      const std::filesystem::path& path, const untrusted_file_limits& limits) override {
+    const std::string what = utf8(path);
+    // FILE_FLAG_OPEN_REPARSE_POINT: a symlink or junction is opened itself, never followed, and
+    // refused below. CreateFileW does not wait on a named pipe's server the way open(2) waits on
+    // a FIFO; GetFileType refuses pipes and devices.
+    unique_handle h(::CreateFileW(path.c_str(), GENERIC_READ,
+                                  FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                                  OPEN_EXISTING, FILE_FLAG_OPEN_REPARSE_POINT, nullptr));
+    if (!h) return os_error("open " + what);
+    if (::GetFileType(h.get()) != FILE_TYPE_DISK) {
+      return make_error(what + ": a special file (pipe or device), not a regular file");
+    }
+    BY_HANDLE_FILE_INFORMATION info{};
+    if (!::GetFileInformationByHandle(h.get(), &info)) return os_error("stat " + what);
+    if (info.dwFileAttributes & FILE_ATTRIBUTE_REPARSE_POINT) {
+      return make_error(what + ": a symlink, not a regular file (links are not followed)");
+    }
+    if (info.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) {
+      return make_error(what + ": a folder, not a regular file");
+    }
+    const std::uint64_t size =
+        (static_cast<std::uint64_t>(info.nFileSizeHigh) << 32) | info.nFileSizeLow;
+    if (size > limits.max_bytes) {
+      return make_error(what + ": " + describe_untrusted_size(size, limits.max_bytes));
+    }
+    if (!limits.within.empty()) {
+      const auto final_path = [](HANDLE handle) {
+        std::wstring buf(32768, L'\0');
+        const DWORD n = ::GetFinalPathNameByHandleW(handle, buf.data(),
+                                                    static_cast<DWORD>(buf.size()),
+                                                    FILE_NAME_NORMALIZED | VOLUME_NAME_DOS);
+        buf.resize(n > 0 && n < buf.size() ? n : 0);
+        for (auto& c : buf) c = static_cast<wchar_t>(::towlower(c));
+        return buf;
+      };
+      unique_handle dir(::CreateFileW(limits.within.c_str(), 0,
+                                      FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                                      nullptr, OPEN_EXISTING, FILE_FLAG_BACKUP_SEMANTICS, nullptr));
+      if (!dir) return os_error("open " + utf8(limits.within));
+      std::wstring within = final_path(dir.get());
+      const std::wstring real = final_path(h.get());
+      if (within.empty() || real.empty()) {
+        return make_error(what + ": cannot tell where it resolves to");
+      }
+      if (within.back() != L'\\') within += L'\\';
+      if (real.compare(0, within.size(), within) != 0) {
+        return make_error(what + ": resolves to " + os::win::narrow(real) + ", outside " +
+                          utf8(limits.within));
+      }
+    }
+    return std::unique_ptr<readable_file>(
+        new windows_readable_file(path, std::move(h), size));
   }
 
   result<std::unique_ptr<writable_file>> new_writable_file(

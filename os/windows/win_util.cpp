@@ -41,7 +41,12 @@ std::string error_text(DWORD code) {
 }
 
 error os_error(const std::string& what, DWORD code) {
-  return make_error(what + ": " + error_text(code));
+  // A full disk or quota carries errc::no_space: the caller pauses rather than fails.
+  // ERROR_DISK_QUOTA_EXCEEDED (1295) is missing from mingw's headers; its value is fixed.
+  constexpr DWORD disk_quota_exceeded = 1295;
+  const bool full =
+      code == ERROR_DISK_FULL || code == ERROR_HANDLE_DISK_FULL || code == disk_quota_exceeded;
+  return make_error(what + ": " + error_text(code), full ? errc::no_space : errc::unspecified);
 }
 
 }  // namespace baton::os::win

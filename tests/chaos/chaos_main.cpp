@@ -337,7 +337,7 @@ class driver {
     const auto dir = work_ / "reference";
     fs::create_directories(dir);
     std::ofstream(dir / "job.json") << job_document("reference").dump(2);
-    auto r = baton::testing::run_process({BATON_EXE, "run", (dir / "job.json").string(),
+    auto r = baton::test::run_process({BATON_EXE, "run", (dir / "job.json").string(),
                                           "--state-dir", (dir / "state").string(), "--json"},
                                          {}, dir / "baton.stderr", std::chrono::seconds(120));
     require(!r.timed_out && r.status.success(), "undisturbed reference run failed");

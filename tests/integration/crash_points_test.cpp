@@ -87,7 +87,7 @@ TEST_CASE("a checkpoint save killed after any operation leaves the old or the ne
     CAPTURE(n, ops);
     const auto dir = root / ("n" + std::to_string(n));
     prepare(dir);
-    auto run = baton::testing::run_process(
+    auto run = baton::test::run_process(
         {BATON_CRASH_SAVE_EXE, "checkpoint", dir.string(), std::to_string(keep),
          std::to_string(new_step), std::to_string(n)},
         {}, root / "helper.log", std::chrono::seconds(30));
@@ -171,7 +171,7 @@ TEST_CASE("a record save killed after any operation leaves the old or the new re
     const auto state = root / ("n" + std::to_string(n));
     const std::string old_fp = prepare(state);
     const auto intended = root / ("intended-" + std::to_string(n));
-    auto run = baton::testing::run_process(
+    auto run = baton::test::run_process(
         {BATON_CRASH_SAVE_EXE, "record", state.string(), id, std::to_string(n), intended.string()},
         {}, root / "helper.log", std::chrono::seconds(30));
     REQUIRE_FALSE(run.timed_out);

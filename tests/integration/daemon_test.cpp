@@ -33,13 +33,13 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using baton::supervisor::api_response;
 namespace control_client = baton::supervisor::control_client;
-using baton::testing::daemon_process;
-using baton::testing::pid_gone;
-using baton::testing::python;
-using baton::testing::read_text;
-using baton::testing::run_baton;
-using baton::testing::take_err;
-using baton::testing::trim;
+using baton::test::daemon_process;
+using baton::test::pid_gone;
+using baton::test::python;
+using baton::test::read_text;
+using baton::test::run_baton;
+using baton::test::take_err;
+using baton::test::trim;
 
 namespace {
 
@@ -147,7 +147,7 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK_THAT(take_err(err), Catch::Contains("already completed"));
   auto resume_done = run_baton({"resume", id, "--socket", sock}, err);
   CHECK(resume_done.code == 1);
-  CHECK_THAT(take_err(err), Catch::Contains("only a paused job can be resumed"));
+  CHECK_THAT(take_err(err), Catch::Contains("only a paused or failed job can be resumed"));
   auto missing = run_baton({"status", "nope-1", "--socket", sock}, err);
   CHECK(missing.code == 1);
   CHECK_THAT(take_err(err), Catch::Contains("no job 'nope-1'"));

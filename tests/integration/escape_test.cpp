@@ -27,11 +27,11 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
-using baton::testing::daemon_process;
-using baton::testing::pid_gone;
-using baton::testing::python;
-using baton::testing::run_baton;
-using baton::testing::trim;
+using baton::test::daemon_process;
+using baton::test::pid_gone;
+using baton::test::python;
+using baton::test::run_baton;
+using baton::test::trim;
 
 namespace {
 

@@ -66,7 +66,7 @@ struct outcome {
 outcome run_job(const fs::path& dir, const std::vector<std::string>& extra_args = {}) {
   const auto job = write_job(dir, extra_args);
   const auto state = dir / "state";
-  auto r = baton::testing::run_process(
+  auto r = baton::test::run_process(
       {BATON_EXE, "run", job.string(), "--state-dir", state.string(), "--json"}, {},
       dir / "baton.stderr");
   REQUIRE_FALSE(r.timed_out);
@@ -143,11 +143,11 @@ TEST_CASE("`baton checkpoint verify` and the README's Python snippet check a sea
   REQUIRE(o.summary["state"] == "completed");
   const auto folder = folder_for(o.ckpt_dir, 48);
 
-  auto cli = baton::testing::run_process({BATON_EXE, "checkpoint", "verify", folder});
+  auto cli = baton::test::run_process({BATON_EXE, "checkpoint", "verify", folder});
   CHECK(cli.status == baton::os::exit_status::exited(0));
   CHECK(cli.out == "OK " + folder + ": step 48\n");
   const auto snippet = readme_snippet(dir);
-  auto py = baton::testing::run_process({python, snippet.string(), folder});
+  auto py = baton::test::run_process({python, snippet.string(), folder});
   CHECK(py.status == baton::os::exit_status::exited(0));
   CHECK(py.out == "OK " + folder + " step 48\n");
 
@@ -156,25 +156,25 @@ TEST_CASE("`baton checkpoint verify` and the README's Python snippet check a sea
   auto bytes = slurp(victim);
   bytes[100] ^= 1;
   std::ofstream(victim, std::ios::binary) << bytes;
-  cli = baton::testing::run_process({BATON_EXE, "checkpoint", "verify", folder}, {},
+  cli = baton::test::run_process({BATON_EXE, "checkpoint", "verify", folder}, {},
                                     dir / "cli.stderr");
   CHECK(cli.status == baton::os::exit_status::exited(1));
   CHECK_THAT(slurp(dir / "cli.stderr"),
              Catch::Contains(victim.string() + ": content hashes to xxh64"));
-  py = baton::testing::run_process({python, snippet.string(), folder}, {}, dir / "py.stderr");
+  py = baton::test::run_process({python, snippet.string(), folder}, {}, dir / "py.stderr");
   CHECK(py.status != baton::os::exit_status::exited(0));
   CHECK_THAT(slurp(dir / "py.stderr"), Catch::Contains("sub/weights.bin"));
   bytes[100] ^= 1;
   std::ofstream(victim, std::ios::binary) << bytes;
-  REQUIRE(baton::testing::run_process({python, snippet.string(), folder}).status ==
+  REQUIRE(baton::test::run_process({python, snippet.string(), folder}).status ==
           baton::os::exit_status::exited(0));
   std::ofstream(fs::path(folder) / "extra.txt") << "x";
-  py = baton::testing::run_process({python, snippet.string(), folder}, {}, dir / "py2.stderr");
+  py = baton::test::run_process({python, snippet.string(), folder}, {}, dir / "py2.stderr");
   CHECK(py.status != baton::os::exit_status::exited(0));
   CHECK_THAT(slurp(dir / "py2.stderr"), Catch::Contains("extra.txt"));
 
   // A file checkpoint path that is missing fails with the reason too.
-  cli = baton::testing::run_process({BATON_EXE, "checkpoint", "verify", folder + ".nope"}, {},
+  cli = baton::test::run_process({BATON_EXE, "checkpoint", "verify", folder + ".nope"}, {},
                                     dir / "cli2.stderr");
   CHECK(cli.status == baton::os::exit_status::exited(1));
   CHECK_THAT(slurp(dir / "cli2.stderr"), Catch::Contains("does not exist"));

@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 using baton::os::exit_status;
-using baton::testing::run_process;
+using baton::test::run_process;
 
 namespace {
 

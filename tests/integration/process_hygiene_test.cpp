@@ -94,7 +94,7 @@ TEST_CASE("no descendant of a killed worker outlives the supervisor's kill",
   job.erase("debug");
   std::ofstream(dir / "job.json") << job.dump(2);
 
-  auto r = baton::testing::run_process({BATON_EXE, "run", (dir / "job.json").string(),
+  auto r = baton::test::run_process({BATON_EXE, "run", (dir / "job.json").string(),
                                         "--state-dir", (dir / "state").string(), "--json"},
                                        {}, dir / "baton.stderr", 90s);
   REQUIRE_FALSE(r.timed_out);
@@ -136,7 +136,7 @@ TEST_CASE("no descendant of a killed worker outlives the supervisor's kill",
   CHECK(survivors.empty());
   // Never leave a stray process on the test machine, whatever the outcome.
   for (const auto& [kind, pid] : pids) {
-    if (alive(pid)) (void)baton::testing::run_process({"kill", "-9", std::to_string(pid)});
+    if (alive(pid)) (void)baton::test::run_process({"kill", "-9", std::to_string(pid)});
   }
   fs::remove_all(dir);
 }

@@ -45,7 +45,7 @@ fs::path write_job(const fs::path& dir, const json& j) {
 }
 
 json baton_run(const fs::path& job_file, const fs::path& state) {
-  auto r = baton::testing::run_process(
+  auto r = baton::test::run_process(
       {BATON_EXE, "run", job_file.string(), "--state-dir", state.string(), "--json"}, {},
       state.parent_path() / (job_file.stem().string() + ".stderr"), std::chrono::seconds(300));
   REQUIRE_FALSE(r.timed_out);
@@ -107,7 +107,7 @@ TEST_CASE(
   // package seals its own folders in ./baton-checkpoints.
   const auto alone_dir = dir / "standalone";
   fs::create_directories(alone_dir);
-  const auto alone = baton::testing::run_process(
+  const auto alone = baton::test::run_process(
       {python, script}, {{"BATON_JOB_FILE", (dir / "calm.json").string()}}, alone_dir / "stderr",
       std::chrono::seconds(300), alone_dir);
   REQUIRE_FALSE(alone.timed_out);

@@ -65,7 +65,7 @@ struct outcome {
   json summary;
 };
 
-outcome finish(const baton::testing::process_output& r) {
+outcome finish(const baton::test::process_output& r) {
   REQUIRE_FALSE(r.timed_out);
   INFO(r.out);
   return {r.status, json::parse(r.out)};
@@ -73,7 +73,7 @@ outcome finish(const baton::testing::process_output& r) {
 
 outcome baton_run(const fs::path& job, const fs::path& state) {
   return finish(
-      baton::testing::run_process(run_argv(job, state), {}, state.parent_path() / "stderr.log"));
+      baton::test::run_process(run_argv(job, state), {}, state.parent_path() / "stderr.log"));
 }
 
 // Every tensor of the final checkpoint: weights and optimizer state.
@@ -212,7 +212,10 @@ TEST_CASE("a worker that crashes at the same step fails the job with the diagnos
   const auto r = baton_run(write_job(dir, job), dir / "state");
   CHECK(r.status == baton::os::exit_status::exited(1));
   CHECK(r.summary["state"] == "failed");
-  CHECK(r.summary["diagnosis"] == "crashed 3 times at step 16: signal 6");
+  // The worker's own last words (its stderr) follow the exit.
+  CHECK(r.summary["diagnosis"] ==
+        "crashed 3 times at step 16: signal 6: baton-worker: debug.crash_at_step: aborting at "
+        "step 20");
   fs::remove_all(dir);
 }
 

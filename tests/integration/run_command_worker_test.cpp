@@ -59,7 +59,7 @@ struct run_outcome {
 run_outcome baton_run(const fs::path& job, const fs::path& state, bool as_json) {
   std::vector<std::string> argv = {BATON_EXE, "run", job.string(), "--state-dir", state.string()};
   if (as_json) argv.push_back("--json");
-  auto r = baton::testing::run_process(argv, {}, state.parent_path() / "baton.stderr");
+  auto r = baton::test::run_process(argv, {}, state.parent_path() / "baton.stderr");
   REQUIRE_FALSE(r.timed_out);
   return {r.status, r.out};
 }
@@ -127,7 +127,7 @@ TEST_CASE("the built-in trainer refuses a job without its sections, naming them"
           "[integration][command_worker]") {
   const auto dir = scratch("builtin");
   const auto job = write_job(dir, chatty_job("no-sections", 9, 4));
-  auto r = baton::testing::run_process(
+  auto r = baton::test::run_process(
       {BATON_WORKER_EXE, "--job", job.string(), "--checkpoint-dir", (dir / "ckpt").string()}, {},
       dir / "worker.stderr");
   REQUIRE_FALSE(r.timed_out);

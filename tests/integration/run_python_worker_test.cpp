@@ -39,7 +39,7 @@ struct run_outcome {
 };
 
 run_outcome baton_run(const fs::path& job, const fs::path& state) {
-  auto r = baton::testing::run_process(
+  auto r = baton::test::run_process(
       {BATON_EXE, "run", job.string(), "--state-dir", state.string(), "--json"}, {},
       state.parent_path() / "baton.stderr");
   REQUIRE_FALSE(r.timed_out);
@@ -115,7 +115,7 @@ TEST_CASE("a crash-looping worker fails the job with a diagnosis", "[integration
   const auto r = baton_run(path, dir / "state");
   CHECK(r.status == baton::os::exit_status::exited(1));
   CHECK(r.summary["state"] == "failed");
-  CHECK(r.summary["diagnosis"] == "crashed 3 times at step 0: exit code 7");
+  CHECK(r.summary["diagnosis"] == "crashed 3 times at step 0: exit code 7: boom");
   CHECK(r.summary["shards"].size() == 3);
   fs::remove_all(dir);
 }

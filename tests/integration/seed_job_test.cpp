@@ -18,7 +18,7 @@ TEST_CASE("configs/seed.json runs 20 shards in 20 fresh workers with flat RSS",
   const auto dir = fs::temp_directory_path() / "baton-seed-job-test";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  auto r = baton::testing::run_process(
+  auto r = baton::test::run_process(
       {BATON_EXE, "run", std::string(BATON_SOURCE_DIR) + "/configs/seed.json", "--state-dir",
        (dir / "state").string(), "--json", "--worker", BATON_WORKER_EXE},
       {}, dir / "stderr.log", std::chrono::seconds(900));

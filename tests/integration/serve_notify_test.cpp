@@ -140,7 +140,7 @@ TEST_CASE("baton serve notifies READY, STATUS, WATCHDOG, STOPPING and EXTEND_TIM
   REQUIRE(listener.first("READY=1") == 0);
   CHECK(listener.messages()[0].text.find("\nSTATUS=0 running, 0 queued") != std::string::npos);
 
-  const auto sub = baton::testing::run_process(
+  const auto sub = baton::test::run_process(
       {BATON_EXE, "submit", write_long_job(dir).string(), "--socket", sock}, {}, dir / "cli.log",
       30s);
   REQUIRE(sub.status == baton::os::exit_status::exited(0));

@@ -21,7 +21,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
-using baton::testing::run_process;
+using baton::test::run_process;
 
 namespace {
 

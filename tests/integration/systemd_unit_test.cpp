@@ -50,7 +50,7 @@ TEST_CASE("the systemd unit verifies without warnings", "[integration][systemd]"
   fs::remove_all(dir);
   const auto unit = unit_for_this_build(dir / "good");
   const auto log = dir / "verify.stderr";
-  auto r = baton::testing::run_process({"systemd-analyze", "verify", unit.string()}, {}, log);
+  auto r = baton::test::run_process({"systemd-analyze", "verify", unit.string()}, {}, log);
   CHECK(r.status == baton::os::exit_status::exited(0));
   CHECK(read_text(log) == "");
   CHECK(r.out == "");
@@ -58,7 +58,7 @@ TEST_CASE("the systemd unit verifies without warnings", "[integration][systemd]"
   // The check can fail: an unknown key is only a warning, and it must show up.
   const auto bad = unit_for_this_build(dir / "bad", "NoSuchSetting=yes");
   const auto bad_log = dir / "bad.stderr";
-  auto rb = baton::testing::run_process({"systemd-analyze", "verify", bad.string()}, {}, bad_log);
+  auto rb = baton::test::run_process({"systemd-analyze", "verify", bad.string()}, {}, bad_log);
   CHECK(read_text(bad_log).find("NoSuchSetting") != std::string::npos);
   fs::remove_all(dir);
 }

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
+#include "support/test_paths.h"
+
 using baton::os::mem_env;
 
 TEST_CASE("mem_env writes, reads, renames and removes", "[unit][mem_env]") {
@@ -120,4 +122,28 @@ TEST_CASE("mem_env folders: stat, rename as a whole, remove recursively", "[unit
   CHECK_FALSE(e.file_exists("/c/ckpt-000000000001"));
   CHECK(*e.read_file("/c/.staging-0x") == "not inside");  // a sibling with the same prefix stays
   CHECK(e.remove_dir_all("/c/never"));
+}
+
+TEST_CASE("mem_env opens untrusted files with the same checks", "[unit][mem_env]") {
+  baton::os::mem_env e;
+  const auto dir = baton::test::abs_path("/ckpt");
+  REQUIRE(e.create_dirs(dir / "sub"));
+  REQUIRE(e.put(dir / "f", "0123456789"));
+  REQUIRE(e.create_dirs(baton::test::abs_path("/other")));
+  REQUIRE(e.put(baton::test::abs_path("/other/f"), "x"));
+  auto ok = e.new_untrusted_readable_file(dir / "f", {10, dir});
+  REQUIRE(ok);
+  CHECK((*ok)->size() == 10);
+  auto big = e.new_untrusted_readable_file(dir / "f", {9, dir});
+  REQUIRE_FALSE(big);
+  CHECK_THAT(big.error().message, Catch::Contains("larger than the cap of 9 bytes"));
+  auto folder = e.new_untrusted_readable_file(dir / "sub", {10, dir});
+  REQUIRE_FALSE(folder);
+  CHECK_THAT(folder.error().message, Catch::Contains("a folder"));
+  auto out = e.new_untrusted_readable_file(dir / ".." / "other" / "f", {10, dir});
+  REQUIRE_FALSE(out);
+  CHECK_THAT(out.error().message, Catch::Contains("outside"));
+  auto missing = e.new_untrusted_readable_file(dir / "nope", {10, dir});
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.error().message, Catch::Contains("does not exist"));
 }

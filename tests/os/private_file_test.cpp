@@ -40,7 +40,7 @@ TEST_CASE("a private file is written whole and readable only by its owner and ad
   CHECK(read(file) == "second\n");
   CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);
 
-  baton::testing::check_private_file_access(file);
+  baton::test::check_private_file_access(file);
   fs::remove_all(dir);
 }
 

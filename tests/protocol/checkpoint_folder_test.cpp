@@ -387,3 +387,31 @@ TEST_CASE("a seal that fails part way leaves no checkpoint and the previous one 
     CHECK(*v->path == good);
   }
 }
+
+TEST_CASE("a folder over the cap is refused before any file is hashed",
+          "[unit][checkpoint_folder]") {
+  baton::os::mem_env e;
+  const auto staged = write_staged(e, "big", {{"a.bin", std::string(600, 'a')},
+                                              {"sub/b.bin", std::string(600, 'b')}});
+  auto r = seal_checkpoint_folder(e, staged, ckpt_dir, "j", 3, 1000);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message,
+             Catch::Contains("its files add up to more than the cap of 1000 bytes"));
+  CHECK(e.file_exists(staged));  // left where it was for the caller to discard
+  const auto sealed = seal(e, 4);
+  auto v = verify_checkpoint_folder(e, sealed, 8);
+  REQUIRE_FALSE(v);
+  CHECK_THAT(v.error().message, Catch::Contains("more than the cap of 8 bytes"));
+  CHECK(verify_checkpoint_folder(e, sealed));
+}
+
+TEST_CASE("sealing a folder on a full disk says so with errc::no_space",
+          "[unit][checkpoint_folder]") {
+  baton::os::mem_env base;
+  baton::os::fault_env e(base);
+  const auto staged = write_staged(base, "full", sample_files);
+  e.fail_at(1, "No space left on device", true, baton::os::fault_env::op::new_writable_file);
+  auto r = seal_checkpoint_folder(e, staged, ckpt_dir, "j", 3);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == baton::errc::no_space);
+}

@@ -471,3 +471,69 @@ TEST_CASE("checkpoint store redoes the whole write after a failed fsync",
   REQUIRE(expected);
   CHECK(*bytes == *expected);
 }
+
+TEST_CASE("newest_verified moves rejected checkpoints aside with their reason",
+          "[unit][checkpoint_store]") {
+  baton::os::mem_env e;
+  checkpoint_store s(e, dir, 5);
+  REQUIRE(s.save(at_step(4)));
+  auto newest = s.save(at_step(8));
+  REQUIRE(newest);
+  auto bytes = e.read_file(*newest);
+  REQUIRE(bytes);
+  (*bytes)[bytes->size() - 1] ^= 1;  // a flipped bit in a tensor
+  REQUIRE(e.put(*newest, *bytes));
+
+  auto kept = s.newest_verified();  // by default nothing moves
+  REQUIRE(kept);
+  CHECK(kept->step == 4);
+  CHECK(e.file_exists(*newest));
+
+  auto v = s.newest_verified({default_max_checkpoint_bytes, true});
+  REQUIRE(v);
+  CHECK(v->step == 4);
+  REQUIRE(v->rejected.size() == 1);
+  CHECK_THAT(v->rejected[0], Catch::Contains("(moved to "));
+  CHECK_FALSE(e.file_exists(*newest));
+  const auto aside = dir / "rejected" / "ckpt-000000000008.safetensors";
+  CHECK(e.file_exists(aside));
+  auto reason = e.read_file(aside.string() + ".reason");
+  REQUIRE(reason);
+  CHECK_THAT(*reason, Catch::Contains("ckpt-000000000008.safetensors"));
+  // rejected/ is no checkpoint: listing, pruning and loading ignore it.
+  auto l = s.list();
+  REQUIRE(l);
+  CHECK(l->size() == 1);
+  // A second rejection of the same name does not overwrite the first.
+  REQUIRE(e.put(*newest, "junk"));
+  REQUIRE(s.newest_verified({default_max_checkpoint_bytes, true}));
+  CHECK(e.file_exists(dir / "rejected" / "ckpt-000000000008.safetensors.1"));
+}
+
+TEST_CASE("newest_verified refuses a checkpoint over the cap without reading it",
+          "[unit][checkpoint_store]") {
+  baton::os::mem_env e;
+  checkpoint_store s(e, dir, 5);
+  REQUIRE(s.save(at_step(4)));
+  auto v = s.newest_verified({16, false});
+  REQUIRE(v);
+  CHECK_FALSE(v->path);
+  REQUIRE(v->rejected.size() == 1);
+  CHECK_THAT(v->rejected[0], Catch::Contains("larger than the cap of 16 bytes"));
+}
+
+TEST_CASE("sweep_temp_files removes a killed writer's leftovers only", "[unit][checkpoint_store]") {
+  baton::os::mem_env e;
+  checkpoint_store s(e, dir, 5);
+  REQUIRE(s.save(at_step(4)));
+  REQUIRE(e.put(dir / "ckpt-000000000008.safetensors.tmp-ab-1", "half"));
+  REQUIRE(e.put(dir / "notes.tmp-x", "half"));
+  auto n = s.sweep_temp_files();
+  REQUIRE(n);
+  CHECK(*n == 2);
+  CHECK(names(e, dir) == std::vector<std::string>{"ckpt-000000000004.safetensors"});
+  checkpoint_store none(e, "/no/such/dir", 2);
+  auto zero = none.sweep_temp_files();
+  REQUIRE(zero);
+  CHECK(*zero == 0);
+}

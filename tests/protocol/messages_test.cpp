@@ -220,3 +220,30 @@ TEST_CASE("errors quote undecodable bytes of a line as hex escapes", "[unit][mes
         "parsing value - invalid string: ill-formed UTF-8 byte; last read: '\"out o\\xc6\\xc6'");
   CHECK_NOTHROW(nlohmann::json(e).dump());
 }
+
+TEST_CASE("a schema error of a known type carries the protocol_violation code",
+          "[unit][messages]") {
+  auto bad = decode_worker_message(R"({"type":"checkpoint","path":"/x","step":"40"})");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == baton::errc::protocol_violation);
+  auto unknown = decode_worker_message(R"({"type":"explode"})");
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code == baton::errc::unspecified);
+  auto not_json = decode_worker_message("{nope");
+  REQUIRE_FALSE(not_json);
+  CHECK(not_json.error().code == baton::errc::unspecified);
+}
+
+TEST_CASE("names_no_space knows ENOSPC and EDQUOT in the words workers use", "[unit][messages]") {
+  for (const char* text :
+       {"write /x: No space left on device", "[Errno 28] No space left on device: '/s/w.bin'",
+        "OSError: [Errno 122] Disk quota exceeded", "ENOSPC", "EDQUOT while saving",
+        "There is not enough space on the disk."}) {
+    INFO(text);
+    CHECK(names_no_space(text));
+  }
+  for (const char* text : {"bad data: column 3", "No such file or directory", ""}) {
+    INFO(text);
+    CHECK_FALSE(names_no_space(text));
+  }
+}

@@ -71,3 +71,39 @@ TEST_CASE("plain text is text and blank text is nothing", "[unit][worker_line]")
   CHECK(r.text.empty());
   CHECK(r.message);
 }
+
+TEST_CASE("a known message type with a broken schema is a violation, not text",
+          "[unit][worker_line]") {
+  // The issue's case: the step as a string once let a bad checkpoint line pass as a log line.
+  for (const std::string& line :
+       {std::string(R"({"type":"checkpoint","path":"/x/ckpt","step":"40"})"),
+        std::string(R"({"type":"done","step":60})"),
+        std::string(R"({"type":"progress","step":1.5,"total_steps":9,"epoch":0,"loss":1,)"
+                    R"("samples_per_sec":1})"),
+        std::string(R"({"type":"hello","protocol":"1","pid":1,"worker":"w"})"),
+        std::string(R"(bar 100% {"type":"error","message":7})")}) {
+    INFO(line);
+    const auto r = read_worker_line(line);
+    CHECK_FALSE(r.message);
+    REQUIRE(r.violation);
+    CHECK(r.violation->code == baton::errc::protocol_violation);
+  }
+  const auto r = read_worker_line(R"({"type":"checkpoint","path":"/x","step":"40"})");
+  CHECK(r.violation->message == "checkpoint.step: expected an integer, got string");
+  CHECK(r.text.empty());
+  const auto bar = read_worker_line(R"(bar 100% {"type":"done","step":"1","job_complete":true})");
+  CHECK(bar.text == "bar 100% ");
+  CHECK(bar.violation);
+}
+
+TEST_CASE("JSON that is not meant as a message stays text", "[unit][worker_line]") {
+  for (const std::string& line :
+       {std::string(R"({"loss": 0.5, "epoch": 3})"), std::string(R"({"type":"metric","v":1})"),
+        std::string(R"({"type": 7})")}) {
+    INFO(line);
+    const auto r = read_worker_line(line);
+    CHECK(r.text == line);
+    CHECK_FALSE(r.message);
+    CHECK_FALSE(r.violation);
+  }
+}

@@ -117,7 +117,7 @@ TEST_CASE("tcp: requests with the endpoint file's token are served", "[unit][con
   CHECK_THAT(srv.server.description(),
              Catch::Contains("127.0.0.1:" + std::to_string(endpoint->port)) &&
                  Catch::Contains(file.string()));
-  baton::testing::check_private_file_access(file);
+  baton::test::check_private_file_access(file);
 
   CHECK(must_call(file, "GET", "/v1/health").status == 200);
   auto list = must_call(file, "GET", "/v1/jobs");

@@ -102,9 +102,9 @@ class daemon_process {
   std::optional<baton::os::exit_status> exited_;
 };
 
-baton::testing::process_output baton_cli(std::vector<std::string> args, const fs::path& err) {
+baton::test::process_output baton_cli(std::vector<std::string> args, const fs::path& err) {
   args.insert(args.begin(), BATON_EXE);
-  return baton::testing::run_process(std::move(args), {}, err, 180s);
+  return baton::test::run_process(std::move(args), {}, err, 180s);
 }
 
 }  // namespace
@@ -121,7 +121,7 @@ TEST_CASE("windows daemon: endpoint file, 401, submit and wait through the clien
   REQUIRE(endpoint);
   CHECK(endpoint->address == "127.0.0.1");
   CHECK(endpoint->port != 0);
-  baton::testing::check_private_file_access(d.endpoint_file());
+  baton::test::check_private_file_access(d.endpoint_file());
 
   auto list = baton_cli({"list", "--socket", file}, err);
   INFO(read_text(err));

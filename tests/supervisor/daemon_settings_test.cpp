@@ -26,6 +26,7 @@ TEST_CASE("an empty settings object gives every default", "[unit][daemon_setting
   CHECK(*s == daemon_settings{});
   CHECK(s->max_workers == 1);
   CHECK(s->level == log_level::info);
+  CHECK(s->max_checkpoint_mib == 1024);
   CHECK_FALSE(s->socket_group);
   CHECK_FALSE(s->default_soft_limit_mib);
 }
@@ -35,9 +36,10 @@ TEST_CASE("every field is read, relative paths resolve against the file's folder
   auto s = parse_daemon_settings(R"({
     "state_dir": "state/../jobs", "socket": "/run/baton/b.sock", "socket_group": "baton",
     "max_workers": 3, "default_memory": {"soft_limit_mib": 1024, "hard_limit_mib": 2048},
-    "log_level": "debug"})",
+    "log_level": "debug", "max_checkpoint_mib": 4096})",
                                  "/etc/baton");
   REQUIRE(s);
+  CHECK(s->max_checkpoint_mib == 4096);
   CHECK(s->state_dir == fs::path("/etc/baton/jobs"));
   CHECK(s->socket == fs::path("/run/baton/b.sock"));
   CHECK(s->socket_group == "baton");

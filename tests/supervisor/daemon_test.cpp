@@ -379,7 +379,7 @@ TEST_CASE("resume runs a paused job again, other states answer 409", "[unit][dae
   auto not_paused = f.call(resume_call{done});
   CHECK(not_paused.status == 409);
   CHECK(not_paused.body.at("error") ==
-        "job '" + done + "' is completed; only a paused job can be resumed");
+        "job '" + done + "' is completed; only a paused or failed job can be resumed");
   CHECK(f.call(resume_call{"nope-1"}).status == 404);
 
   auto resumed = f.call(resume_call{paused});
@@ -432,7 +432,8 @@ TEST_CASE("workers that cannot start fail the job after max_failures, with backo
   doc["restart"] = {{"max_failures", 2}, {"backoff_initial_ms", 10}};
   const auto a = f.submit(doc);
   CHECK(f.state(a) == "backoff");  // the first failure, at once
-  REQUIRE(f.run_until([&] { return f.state(a) == "failed"; }));
+  // The runner retires in a handler of its own after the job fails: wait for both.
+  REQUIRE(f.run_until([&] { return f.state(a) == "failed" && f.d->running_count() == 0; }));
   const auto s = f.status(a);
   CHECK(s.at("diagnosis") ==
         "failed to start 2 times at step 0: spawn failed: fake-trainer: not found");

@@ -80,6 +80,7 @@ TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][job
 
   d.on(ev::worker_spawned{6000});
   d.on(ev::hello{});
+  d.on(ev::checkpoint_verified{200});
   a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{200, false}, 6400});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{completed,exit code 0,}", "start_timer{restart,600}", "persist"});
@@ -87,10 +88,19 @@ TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][job
   CHECK(d.on(ev::restart_due{}) == strings{"spawn_worker"});
 }
 
+// An exit that says the job has `total` steps.
+ev::worker_exited exit_of(exit_status st, std::optional<done_msg> done, std::int64_t now,
+                          std::int64_t total) {
+  ev::worker_exited e{st, std::move(done), now};
+  e.total_steps = total;
+  return e;
+}
+
 TEST_CASE("job complete", "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
-  auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{500, true}, 9000});
+  d.on(ev::checkpoint_verified{500});
+  auto a = d.on(exit_of(exit_status::exited(0), done_msg{500, true}, 9000, 500));
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{completed,exit code 0,}", "log_event{job completed}", "persist"});
   CHECK(d.phase() == "completed");
@@ -190,16 +200,16 @@ TEST_CASE("progress of the checkpoint resets the failure count and backoff",
           "[unit][job_machine]") {
   driver d;
   d.run_worker(0);
-  d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 100000});
+  d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 100000});
   d.run_worker(200000);
-  d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 300000});
+  d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 300000});
   CHECK(d.job.consecutive_failures == 2);
   CHECK(d.s.backoff_attempt == 2);
   d.run_worker(400000);
   d.on(ev::checkpoint_verified{50});
   CHECK(d.job.consecutive_failures == 0);
   CHECK(d.s.backoff_attempt == 0);
-  auto a = d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 500000});
+  auto a = d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 500000});
   CHECK(a[3] == "start_timer{restart,1000}");  // backoff starts over
   CHECK(d.job.consecutive_failures == 1);
   CHECK(d.s.failure_step == 50);
@@ -226,24 +236,203 @@ TEST_CASE("memory recycles between crashes do not count as failures", "[unit][jo
   d.run_worker(0);
   d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 10000});
   CHECK(d.job.consecutive_failures == 1);
-  for (int i = 0; i < 5; ++i) {
+  // One hard kill (work lost, not a crash), then soft recycles that checkpoint and stop.
+  d.run_worker(20000);
+  d.on(ev::progress{1});
+  d.on(ev::rss_sample{2000 * mib});
+  d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 25000});
+  CHECK(d.job.consecutive_failures == 1);
+  CHECK(d.phase() == "starting");
+  for (int i = 1; i < 5; ++i) {
     d.run_worker(20000 + i * 10000);
-    d.on(ev::progress{1});
-    if (i == 0) {  // one hard kill, then soft recycles that checkpoint and stop
-      d.on(ev::rss_sample{2000 * mib});
-      d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 25000 + i * 10000});
-    } else {
-      d.on(ev::rss_sample{1200 * mib});
-      d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{0, false},
-                             25000 + i * 10000});
-    }
-    CHECK(d.job.consecutive_failures == 1);
+    d.on(ev::progress{i});
+    d.on(ev::rss_sample{1200 * mib});
+    d.on(ev::checkpoint_verified{i});
+    d.on(ev::worker_exited{exit_status::exited(3), done_msg{i, false}, 25000 + i * 10000});
+    CHECK(d.job.consecutive_failures == 0);
     CHECK(d.phase() == "starting");
   }
   d.on(ev::worker_spawned{100000});
   d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 200000});
+  d.on(ev::restart_due{});
+  d.on(ev::worker_spawned{300000});
+  d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 400000});
   CHECK(d.phase() == "failed");
-  CHECK(d.job.diagnosis == "crashed 2 times at step 0: signal 11");
+  CHECK(d.job.diagnosis == "crashed 2 times at step 4: signal 11");
+}
+
+TEST_CASE("a soft recycle without a new checkpoint counts as a failure (no recycle loop)",
+          "[unit][job_machine]") {
+  driver d;
+  d.cfg.restart.max_failures = 2;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{50});
+  d.on(ev::worker_exited{exit_status::exited(0), done_msg{50, false}, 1000});
+  for (int i = 0; i < 2; ++i) {
+    d.run_worker(10000 + i * 10000);
+    d.on(ev::rss_sample{1200 * mib});  // over the soft limit before any checkpoint
+    d.on(ev::worker_exited{exit_status::exited(3), done_msg{50, false}, 15000 + i * 10000});
+  }
+  CHECK(d.phase() == "failed");
+  CHECK(d.job.diagnosis ==
+        "stopped without a new checkpoint 2 times at step 50: memory_soft, no new checkpoint "
+        "since step 50");
+}
+
+TEST_CASE("a done that claims the job complete without a verified last checkpoint fails it",
+          "[unit][job_machine]") {
+  SECTION("no checkpoint at all") {
+    driver d;
+    d.run_worker(0);
+    auto a = d.on(exit_of(exit_status::exited(0), done_msg{60, true}, 5000, 60));
+    CHECK(a[2] ==
+          "record_exit{crashed,exit code 0,the worker said the job is complete at step 60, but "
+          "the newest verified checkpoint is at step 0 of 60 (it reported no checkpoint that "
+          "verified)}");
+    CHECK(d.phase() == "failed");
+    CHECK_THAT(d.job.diagnosis, Catch::StartsWith("the worker said the job is complete"));
+  }
+  SECTION("a checkpoint short of the last step") {
+    driver d;
+    d.run_worker(0);
+    d.on(ev::checkpoint_verified{20});
+    d.on(exit_of(exit_status::exited(0), done_msg{60, true}, 5000, 60));
+    CHECK(d.phase() == "failed");
+    CHECK(d.job.diagnosis ==
+          "the worker said the job is complete at step 60, but the newest verified checkpoint "
+          "is at step 20 of 60");
+  }
+  SECTION("an unknown total") {
+    driver d;
+    d.run_worker(0);
+    d.on(ev::checkpoint_verified{20});
+    d.on(exit_of(exit_status::exited(0), done_msg{20, true}, 5000, 0));
+    CHECK(d.phase() == "failed");
+  }
+  SECTION("the checkpoint went away with the worker") {
+    driver d;
+    d.run_worker(0);
+    d.on(ev::checkpoint_verified{60});
+    auto e = exit_of(exit_status::exited(0), done_msg{60, true}, 5000, 60);
+    e.checkpoint_now = 40;  // the runner found ckpt-60 gone; ckpt-40 is the newest that verifies
+    d.on(e);
+    CHECK(d.phase() == "failed");
+    CHECK(d.job.checkpoint_step == 40);
+  }
+}
+
+TEST_CASE("a shard that ends without a new checkpoint counts as a failure (no respawn loop)",
+          "[unit][job_machine]") {
+  driver d;
+  d.cfg.restart.max_failures = 3;
+  for (int i = 0; i < 3; ++i) {
+    d.run_worker(i * 100000);
+    auto a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{0, false}, i * 100000 + 10});
+    CHECK(a[2] ==
+          "record_exit{crashed,exit code 0,done at step 0 (exit code 0) with no checkpoint past "
+          "step 0}");
+  }
+  CHECK(d.phase() == "failed");
+  CHECK(d.job.diagnosis ==
+        "ended its shard without a new checkpoint 3 times at step 0: done at step 0 (exit code "
+        "0) with no checkpoint past step 0");
+}
+
+TEST_CASE("exit code 2 fails the job at once, in the worker's own words", "[unit][job_machine]") {
+  SECTION("its error line") {
+    driver d;
+    d.run_worker(0);
+    CHECK(d.on(ev::worker_error{"bad data: column 3 is text"}).empty());
+    CHECK_FALSE(d.last.ignored);
+    auto a = d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 5000});
+    CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
+                       "record_exit{crashed,exit code 2,exit code 2: bad data: column 3 is text}",
+                       "log_event{job failed: exit code 2: bad data: column 3 is text}", "persist"});
+    CHECK(d.phase() == "failed");
+  }
+  SECTION("its stderr when it sent no error") {
+    driver d;
+    d.run_worker(0);
+    ev::worker_exited e{exit_status::exited(2), std::nullopt, 5000};
+    e.stderr_tail = "usage: train.py --data FILE";
+    d.on(e);
+    CHECK(d.job.diagnosis == "exit code 2: usage: train.py --data FILE");
+  }
+  SECTION("other crashes name the worker's words too, and are retried") {
+    driver d;
+    d.run_worker(0);
+    d.on(ev::worker_error{"CUDA out of memory"});
+    d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 5000});
+    CHECK(d.phase() == "backoff");
+    CHECK(d.job.consecutive_failures == 1);
+  }
+}
+
+TEST_CASE("a protocol violation fails the job at once", "[unit][job_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{20});
+  CHECK(d.on(ev::protocol_violation{"checkpoint.step: expected an integer, got string"}) ==
+        strings{"kill_group", "cancel_timer{grace}"});
+  d.on(ev::pause_requested{"by user"});  // a pause does not soften it
+  d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 5000});
+  CHECK(d.phase() == "failed");
+  CHECK(d.job.diagnosis ==
+        "protocol violation: checkpoint.step: expected an integer, got string");
+}
+
+TEST_CASE("a worker's full disk pauses the job, and resume takes it back", "[unit][job_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{12});
+  CHECK(d.on(ev::worker_error{"cannot write the checkpoint: [Errno 28] No space left on device"}) ==
+        strings{"send_stop", "start_timer{grace,30000}"});
+  d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 5000});
+  CHECK(d.phase() == "paused");
+  CHECK(d.job.diagnosis ==
+        "disk full: cannot write the checkpoint: [Errno 28] No space left on device");
+  CHECK(d.job.consecutive_failures == 0);
+  CHECK(d.on(ev::resume_requested{}) == strings{"persist", "request_slot"});
+  CHECK(d.phase() == "queued");
+  CHECK(d.job.checkpoint_step == 12);
+
+  SECTION("a stderr that says so when the worker sent no error") {
+    driver e;
+    e.run_worker(0);
+    ev::worker_exited x{exit_status::exited(1), std::nullopt, 5000};
+    x.stderr_tail = "OSError: [Errno 122] Disk quota exceeded";
+    e.on(x);
+    CHECK(e.phase() == "paused");
+  }
+}
+
+TEST_CASE("a failed job resumes only when asked with failed_too", "[unit][job_machine]") {
+  driver d;
+  d.cfg.restart.max_failures = 1;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{30});
+  d.on(ev::worker_exited{exit_status::exited(1), std::nullopt, 5000});
+  REQUIRE(d.phase() == "failed");
+  CHECK(d.on(ev::resume_requested{}).empty());  // `baton run` does not revive it
+  CHECK(d.last.ignored);
+  CHECK(d.on(ev::resume_requested{true}) ==
+        strings{"log_event{job resumed at step 30 (it had failed: crashed 1 times at step 30: exit "
+                "code 1)}",
+                "persist", "request_slot"});
+  CHECK(d.phase() == "queued");
+  CHECK(d.job.diagnosis.empty());
+  CHECK(d.job.consecutive_failures == 0);
+  CHECK(d.job.checkpoint_step == 30);
+}
+
+TEST_CASE("a checkpoint found to replace a gone one may lower the step", "[unit][job_machine]") {
+  driver d;
+  d.job.checkpoint_step = 50;
+  CHECK(d.on(ev::checkpoint_found{20}).empty());
+  CHECK(d.last.ignored);  // lower and not replacing: the record stays
+  d.on(ev::checkpoint_found{20, true});
+  CHECK_FALSE(d.last.ignored);
+  CHECK(d.job.checkpoint_step == 20);
 }
 
 TEST_CASE("a stall kills the worker and counts as a failure", "[unit][job_machine]") {

@@ -20,7 +20,7 @@
 #include "os/process.h"
 #include "supervisor/control_client.h"
 
-namespace baton::testing {
+namespace baton::test {
 
 namespace daemon_harness {
 namespace fs = std::filesystem;
@@ -164,4 +164,4 @@ inline std::string trim(std::string s) {
   return s;
 }
 
-}  // namespace baton::testing
+}  // namespace baton::test

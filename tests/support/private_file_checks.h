@@ -11,7 +11,7 @@
 #include "os/private_file.h"
 #include "os/wine.h"
 
-namespace baton::testing {
+namespace baton::test {
 
 inline void check_private_file_access(const std::filesystem::path& file) {
   auto access = os::describe_file_access(file);
@@ -33,4 +33,4 @@ inline void check_private_file_access(const std::filesystem::path& file) {
 #endif
 }
 
-}  // namespace baton::testing
+}  // namespace baton::test

@@ -12,7 +12,7 @@
 
 #include "os/process.h"
 
-namespace baton::testing {
+namespace baton::test {
 
 struct process_output {
   os::exit_status status;
@@ -60,4 +60,4 @@ inline process_output run_process(std::vector<std::string> argv,
   return result;
 }
 
-}  // namespace baton::testing
+}  // namespace baton::test

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace baton::testing {
+namespace baton::test {
 
 // automake's "skipped" status; ctest is told the same number.
 inline constexpr int skip_exit_code = 77;
@@ -19,12 +19,12 @@ inline constexpr int skip_exit_code = 77;
 // Test case name and reason of each skip in this run (defined in tests/catch_main.cpp).
 std::vector<std::pair<std::string, std::string>>& skipped_tests();
 
-}  // namespace baton::testing
+}  // namespace baton::test
 
 #define BATON_SKIP(reason)                                           \
   do {                                                               \
     WARN("skipped: " << (reason));                                   \
-    ::baton::testing::skipped_tests().emplace_back(                  \
+    ::baton::test::skipped_tests().emplace_back(                  \
         ::Catch::getResultCapture().getCurrentTestName(), (reason)); \
     return;                                                          \
   } while (false)
