@@ -257,11 +257,38 @@ TEST_CASE("cancel: a queued job never starts, a running one stops", "[unit][daem
   CHECK(f.d->running_count() == 0);
   CHECK(f.status(b).at("shards").empty());
   REQUIRE(f.launcher.workers.size() == 1);
-  CHECK(f.launcher.workers[0]->killed());  // a cancel does not wait for a checkpoint
+  // The protocol stop first (DAEMON.md); a worker that obeys it is never killed.
+  CHECK(f.launcher.workers[0]->stop_received());
+  CHECK_FALSE(f.launcher.workers[0]->killed());
   CHECK(f.status(a).at("shards")[0].at("cause") == "cancelled");
   // The queued job's cancel is in its log like a running one's.
   auto logs = f.call(logs_call{b, 0});
   CHECK_THAT(logs.body.at("data").get<std::string>(), Catch::Contains("[baton] job cancelled"));
+}
+
+TEST_CASE("cancel kills a worker that ignores the stop, but only after stop_grace_ms",
+          "[unit][daemon]") {
+  fixture f("cancel-grace", 1);
+  f.start();
+  f.train(5);
+  // The trainer, deaf: it never reads the stop.
+  f.launcher.script = [inner = f.trainer.script()](baton::test::fake_process& p) {
+    inner(p);
+    p.on_stdin = nullptr;
+  };
+  json doc = job_doc("deaf", 200, 200);
+  doc["worker"]["stop_grace_ms"] = 300;
+  const auto id = f.submit(doc);
+  REQUIRE(f.run_until([&] { return f.status(id).at("step").get<int>() > 0; }));
+  const auto asked = std::chrono::steady_clock::now();
+  REQUIRE(f.call(cancel_call{id}).status == 202);
+  REQUIRE(f.run_until([&] { return f.state(id) == "cancelled"; }));
+  const auto waited = std::chrono::steady_clock::now() - asked;
+  REQUIRE(f.launcher.workers.size() == 1);
+  CHECK(f.launcher.workers[0]->stop_received());
+  CHECK(f.launcher.workers[0]->killed());
+  CHECK(waited >= 290ms);
+  CHECK(f.status(id).at("shards")[0].at("cause") == "cancelled");
 }
 
 TEST_CASE("shutdown checkpoints running jobs and leaves them queued on disk", "[unit][daemon]") {

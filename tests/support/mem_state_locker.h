@@ -14,7 +14,7 @@
 #include "os/state_lock.h"
 #include "os/system.h"
 
-namespace baton::testing {
+namespace baton::test {
 
 class mem_state_locker final : public os::state_locker {
  public:
@@ -57,4 +57,4 @@ class mem_state_locker final : public os::state_locker {
   std::map<std::string, os::lock_holder> held_;
 };
 
-}  // namespace baton::testing
+}  // namespace baton::test
