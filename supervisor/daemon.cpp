@@ -74,6 +74,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   os::env& e;
   daemon_options options;
   job_store store;
+  std::unique_ptr<os::state_lock> lock;  // held from start() until the daemon is destroyed
   std::unique_ptr<control_server> server;
   std::optional<asio::signal_set> signals;
   std::map<std::string, job_entry> jobs;
@@ -107,6 +108,13 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   }
 
   status recover() {
+    // A submit cut short by a crash was never acknowledged: it goes, and is not a failed job.
+    auto swept = store.sweep_incomplete();
+    if (!swept) return swept.error();
+    for (const auto& id : *swept) {
+      log(log_level::warning, "job " + id + ": removed a half-written submit (no record; the " +
+                                  "daemon stopped before acknowledging it)");
+    }
     auto ids = store.list();
     if (!ids) return ids.error();
     std::vector<std::string> resume;
@@ -384,6 +392,10 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
       spec->memory.soft_limit_mib = options.settings.default_soft_limit_mib;
       spec->memory.hard_limit_mib = options.settings.default_hard_limit_mib;
     }
+    // With the limits it will run under: a job that cannot fit is refused now, not at its worker.
+    if (auto s = protocol::check_job_limits(*spec, protocol::this_machine()); !s) {
+      return invalid_spec(s.error().message);
+    }
     auto created = store.create(*spec, protocol::planned_total_steps(*spec));
     if (!created) return error_response(500, "cannot create the job: " + created.error().message);
     const std::string id = created->id;
@@ -531,6 +543,15 @@ status daemon::start() {
     }
   }
   if (auto s = m.store.open(); !s) return with_context("state directory", s.error());
+  // The lock before the socket and before any job: one daemon per state directory, even when
+  // a second one is given another socket.
+  auto lock = m.options.locker->lock(m.store.state_dir(), "baton serve");
+  if (!lock) {
+    if (!lock.error().held_by_other) return lock.error().why;
+    return make_error(lock.error().why.message +
+                      "; stop it first, or give this daemon another --state-dir");
+  }
+  m.lock = std::move(*lock);
   control_server_options so;
   so.socket_path = m.options.settings.socket;
   so.group = m.options.settings.socket_group;
@@ -543,9 +564,13 @@ status daemon::start() {
   m.server = std::make_unique<control_server>(m.io, *this, std::move(so));
   // The socket first: if another daemon answers there, it owns this state and we must not
   // touch a single job.
-  if (auto s = m.server->start(); !s) return s;
+  if (auto s = m.server->start(); !s) {
+    m.lock.reset();
+    return s;
+  }
   if (auto s = m.recover(); !s) {
     m.server->stop();
+    m.lock.reset();
     return with_context("recovering jobs", s.error());
   }
   if (m.options.handle_signals) m.install_signals();

@@ -210,9 +210,9 @@ TEST_CASE("a create is durable before it returns: the jobs folder is synced last
           "[unit][job_store]") {
   // An acknowledged submit must survive a crash: spec and record fsynced, the job's folder
   // synced (by the record's write), and jobs/ synced so the new folder's entry is on disk too.
-  using op = baton::fault_env::op;
+  using op = baton::os::fault_env::op;
   const auto dir = scratch("durable");
-  baton::fault_env e(baton::env::default_env());
+  baton::os::fault_env e(baton::os::env::default_env());
   job_store store(e, dir);
   REQUIRE(store.open());
   const auto before = e.op_count(op::sync_dir);
@@ -237,9 +237,9 @@ TEST_CASE("a create is durable before it returns: the jobs folder is synced last
 TEST_CASE("a create cut short leaves a folder that sweep_incomplete removes", "[unit][job_store]") {
   // A daemon killed mid-submit once left a folder with a spec and no record: the next daemon
   // listed it as a failed job with an unreadable record, though nobody was ever told it existed.
-  using op = baton::fault_env::op;
+  using op = baton::os::fault_env::op;
   const auto dir = scratch("sweep");
-  baton::fault_env e(baton::env::default_env());
+  baton::os::fault_env e(baton::os::env::default_env());
   job_store store(e, dir);
   REQUIRE(store.open());
   REQUIRE(store.create(small_spec("kept"), 10));
@@ -252,7 +252,7 @@ TEST_CASE("a create cut short leaves a folder that sweep_incomplete removes", "[
   fs::create_directories(store.job_dir("empty-1"));  // cut short even earlier
   fs::create_directories(dir / "jobs" / ".hidden");  // not a job id: never touched
 
-  job_store next(baton::env::default_env(), dir);
+  job_store next(baton::os::env::default_env(), dir);
   auto removed = next.sweep_incomplete();
   REQUIRE(removed);
   CHECK(*removed == std::vector<std::string>{"empty-1", "half-1"});
