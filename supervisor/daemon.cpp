@@ -304,9 +304,13 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     } else {
       auto& cur = options.settings;
       if (s->state_dir != cur.state_dir || s->socket != cur.socket ||
-          s->socket_group != cur.socket_group || s->control_port != cur.control_port) {
+          s->socket_group != cur.socket_group || s->control_port != cur.control_port ||
+          s->header_timeout_ms != cur.header_timeout_ms ||
+          s->max_connections != cur.max_connections ||
+          s->max_connections_per_uid != cur.max_connections_per_uid) {
         log(log_level::warning,
-            "reload: state_dir, socket, socket_group and control_port take effect only on restart");
+            "reload: state_dir, socket, socket_group, control_port, header_timeout_ms, "
+            "max_connections and max_connections_per_uid take effect only on restart");
       }
       cur.max_workers = s->max_workers;
       cur.level = s->level;
@@ -555,6 +559,9 @@ status daemon::start() {
   control_server_options so;
   so.socket_path = m.options.settings.socket;
   so.group = m.options.settings.socket_group;
+  so.header_timeout = std::chrono::milliseconds(m.options.settings.header_timeout_ms);
+  so.max_sessions = static_cast<std::size_t>(m.options.settings.max_connections);
+  so.max_sessions_per_uid = static_cast<std::size_t>(m.options.settings.max_connections_per_uid);
   if (m.options.settings.control_port) {
     so.port = static_cast<std::uint16_t>(*m.options.settings.control_port);
   }
