@@ -14,8 +14,9 @@
 // - a connection past a limit takes the slot of the longest-waiting idle session of the same
 //   bucket (its uid; else the biggest holder), which is answered 503 and closed: an idle
 //   connection never keeps out a new one, and a client whose request has arrived is never
-//   evicted. Only when every session of the bucket is busy with a request is the newcomer
-//   itself answered 503 (after reading its request, so it reads the answer, not a broken pipe);
+//   evicted. When every session of the bucket is busy with a request, a newcomer whose request
+//   has arrived is still served (up to twice max_sessions in all); otherwise it is answered 503
+//   itself (after reading its request, so it reads the answer, not a broken pipe);
 // - such refusals beyond the limits are bounded too (max_sessions of them); past that a
 //   connection is closed unanswered, the one case left where a client sees a reset.
 #pragma once
@@ -132,6 +133,13 @@ class control_accept_loop : public std::enable_shared_from_this<control_accept_l
 
   static std::string uid_text(std::uint32_t uid) { return "uid " + std::to_string(uid); }
 
+  // 503 with "retry": true: the client may try again at once (control_client does, briefly).
+  static api_response busy_response(const std::string& why) {
+    auto r = error_response(503, why + "; try again");
+    r.body["retry"] = true;
+    return r;
+  }
+
   // Frees one slot of the sessions `in_bucket` accepts by evicting the one that has waited
   // longest for a request (and has none arriving). False if every one of them is busy.
   template <class Pred>
@@ -157,8 +165,8 @@ class control_accept_loop : public std::enable_shared_from_this<control_accept_l
       log("control API: " + why + "; closing the longest-idle connection (" +
           std::to_string(evictions_) + " so far)");
     }
-    victim->evict(error_response(
-        503, "the baton daemon closed this idle connection to make room: " + why + "; try again"));
+    victim->evict(
+        busy_response("the baton daemon closed this idle connection to make room: " + why));
     return true;
   }
 
@@ -227,10 +235,17 @@ class control_accept_loop : public std::enable_shared_from_this<control_accept_l
     control_admission verdict = admit_(socket);
     std::optional<std::string> full = make_room(verdict.uid, verdict.privileged);
     if (full) {
-      if (sessions_.size() - counted_ >= caps_.max_sessions) {
+      boost::system::error_code ec;
+      const bool request_here = !verdict.refusal && socket.available(ec) > 0 && !ec;
+      if (request_here && counted_ < 2 * caps_.max_sessions) {
+        // Its request is here already: served past the limit (up to twice it) rather than
+        // refused, so many clients at once all get their answers.
+        full.reset();
+      } else if (sessions_.size() - counted_ >= caps_.max_sessions) {
         return;  // even the refusals are at their limit: closed unanswered as it goes out of scope
+      } else {
+        verdict.refusal = busy_response(*full);
       }
-      verdict.refusal = error_response(503, *full + "; try again");
     }
     const std::uint64_t id = next_id_++;
     const bool serving = !verdict.refusal;

@@ -316,7 +316,7 @@ TEST_CASE("a connection past the limit takes the slot of the longest-idle one, w
   const auto uid = std::to_string(::geteuid());
   CHECK_THAT(evicted, Catch::Contains("{\"error\":\"the baton daemon closed this idle connection "
                                       "to make room: too many connections from uid " +
-                                      uid + " (limit 2 per user); try again\"}"));
+                                      uid + " (limit 2 per user); try again\",\"retry\":true}"));
   ::close(a);
   ::close(b);
 }
@@ -329,12 +329,23 @@ TEST_CASE("when every slot is busy with a request, a newcomer gets a clear 503",
   running_server s("busy", o);
   // Headers complete, bodies still coming: busy, not idle, so nobody can be evicted.
   const std::string partial = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{";
+  // Two fill the uid's slots; four more whose requests were there at once are still served past
+  // the limit (up to twice max_sessions), so six busy ones leave no way in.
   std::vector<int> busy;
-  for (int i = 0; i < 2; ++i) {
-    busy.push_back(connect_raw(s.socket()));
-    REQUIRE(::send(busy.back(), partial.data(), partial.size(), MSG_NOSIGNAL) ==
+  for (int tries = 0; busy.size() < 6 && tries < 50; ++tries) {
+    const int fd = connect_raw(s.socket());
+    REQUIRE(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(partial.size()));
+    std::this_thread::sleep_for(30ms);
+    // Accepted before its bytes came, it was refused (and answered): not busy, try again.
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) {
+      ::close(fd);
+    } else {
+      busy.push_back(fd);
+    }
   }
+  REQUIRE(busy.size() == 6);
   std::this_thread::sleep_for(100ms);
   const auto refused = must_call(s.socket(), "GET", "/v1/health");
   CHECK(refused.status == 503);
@@ -347,7 +358,7 @@ TEST_CASE("when every slot is busy with a request, a newcomer gets a clear 503",
     if (status != 200) std::this_thread::sleep_for(20ms);
   }
   CHECK(status == 200);
-  ::close(busy[1]);
+  for (std::size_t i = 1; i < busy.size(); ++i) ::close(busy[i]);
 }
 
 TEST_CASE("an idle connection is closed after the header timeout, a slow body after the read one",
