@@ -203,6 +203,11 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
         static_cast<int>(*v);
   }
   // Below the global limit, so one uid can never take every slot (the rest stays the owner's).
+  // Left out, it follows a small max_connections down (half of it) instead of being an error.
+  if (connections_ok && !doc->contains("max_connections_per_uid") &&
+      s.max_connections_per_uid >= s.max_connections) {
+    s.max_connections_per_uid = std::max(1, s.max_connections / 2);
+  }
   if (connections_ok && s.max_connections_per_uid >= s.max_connections) {
     c.fail("max_connections_per_uid", "must be below max_connections (" +
                                           std::to_string(s.max_connections_per_uid) +

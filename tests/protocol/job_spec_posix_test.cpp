@@ -13,7 +13,7 @@
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-TEST_CASE("a FIFO as a data file fails; a symlink to a file passes, to a folder fails",
+TEST_CASE("a FIFO as a data file fails, a symlink counts as what it points at",
           "[unit][job_spec]") {
   const auto dir = baton::test::fresh_scratch_dir("baton-job-spec-posix-fifo");
   REQUIRE(::mkfifo((dir / "x.npy").c_str(), 0600) == 0);

@@ -179,6 +179,11 @@ TEST_CASE("connection limits: defaults, ranges, per uid below the global limit",
   CHECK(to_json(*s).at("max_connections_per_uid") == 4);
   CHECK_THAT(error_of(R"({"max_connections": 8, "max_connections_per_uid": 8})"),
              Catch::Contains("max_connections_per_uid: must be below max_connections (8 >= 8)"));
+  auto small = parse_daemon_settings(R"({"max_connections": 10})", "/etc/baton");
+  REQUIRE(small);
+  CHECK(small->max_connections_per_uid == 5);  // follows it down when left out
+  CHECK_THAT(error_of(R"({"max_connections": 1})"),
+             Catch::Contains("max_connections_per_uid: must be below max_connections (1 >= 1)"));
   CHECK_THAT(error_of(R"({"max_connections_per_uid": 300})"),
              Catch::Contains("max_connections_per_uid: must be below max_connections (300 >= "
                              "256)"));
