@@ -105,6 +105,9 @@ class http_session final : public control_session,
   void on_header(error_code ec, std::size_t n) {
     waiting_since_.reset();
     if (eviction_) return answer(*eviction_, false, 11);
+    // A refusal needs no body: answered as soon as the header is in, so a client that is slow
+    // to send (or never sends) its body still reads why.
+    if (!ec && refusal_) return answer(*refusal_, false, parser_->get().version());
     if (ec || parser_->is_done()) return on_read(ec, n);
     // The body (if any) under what is left of the whole request's deadline.
     stream_.expires_at(request_deadline_);
