@@ -17,6 +17,10 @@ bool stdout_is_terminal();
 
 std::int64_t current_pid();
 
+// The machine's physical memory in bytes (sysconf; GlobalMemoryStatusEx); 0 if the OS will not
+// say. Job limits are checked against it before a run (protocol::check_job_limits).
+std::uint64_t physical_memory_bytes();
+
 // An environment variable, or nullopt when unset.
 std::optional<std::string> get_env(const char* name);
 

@@ -7,11 +7,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 #include <span>
+#include <thread>
 
 #include "os/env.h"
+#include "os/system.h"
 #include "protocol/document_file.h"
 #include "protocol/field_checker.h"
 #include "protocol/json_parse.h"
@@ -25,8 +28,9 @@ namespace fs = std::filesystem;
 
 constexpr std::int64_t int_max = std::numeric_limits<int>::max();
 constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
-// Doubles represent every integer exactly up to 2^53; beyond that "integral" means nothing.
-constexpr double max_exact_double = 9007199254740992.0;
+// 2^63 as a double: every double below it in magnitude with no fraction is an int64 (past 2^53
+// all doubles are integers, just not every integer is a double).
+constexpr double two_to_the_63 = 9223372036854775808.0;
 
 // ---------------------------------------------------------------------------------------------
 // Pass 2: the typed walk.
@@ -84,6 +88,9 @@ constexpr int_rule positive_int{1, int64_max, "a positive integer"};
 constexpr int_rule positive_small_int{1, int_max, "a positive integer"};
 constexpr int_rule non_negative_int{0, int64_max, "a non-negative integer"};
 constexpr int_rule non_negative_small_int{0, int_max, "a non-negative integer"};
+// Step counts (and epochs, each at least one step): bounded so totals, rates and ETAs stay
+// meaningful and nothing multiplied from them nears int64.
+constexpr int_rule step_count{1, max_total_steps, "a positive integer"};
 
 struct double_rule {
   bool (*ok)(double);
@@ -126,7 +133,8 @@ class checker {
     return true;
   }
 
-  // Integer from any JSON number that holds one exactly (1e3 is 1000; 32.5 is an error).
+  // Integer from any JSON number that holds one exactly (1e3 is 1000, 1e18 is 10^18; 32.5 is an
+  // error), then range-checked by the field's rule like any integer.
   static std::optional<std::int64_t> as_int64(const json& v) {
     if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<std::int64_t>();
     if (v.is_number_unsigned()) {
@@ -136,7 +144,7 @@ class checker {
     }
     if (v.is_number_float()) {
       const double d = v.get<double>();
-      if (std::floor(d) == d && std::fabs(d) <= max_exact_double) {
+      if (std::floor(d) == d && d >= -two_to_the_63 && d < two_to_the_63) {
         return static_cast<std::int64_t>(d);
       }
     }
@@ -424,7 +432,9 @@ class checker {
     }
     optimizer(t, out.optimizer);
     int_field(t, "batch_size", "training", positive_int, out.batch_size);
-    int_field(t, "epochs", "training", positive_int, out.epochs);
+    const std::size_t errors_before_epochs = errors_.size();
+    int_field(t, "epochs", "training", step_count, out.epochs);
+    epochs_valid_ = errors_.size() == errors_before_epochs;
     bool_field(t, "shuffle", "training", out.shuffle);
     uint64_field(t, "seed", "training", out.seed);
     int_field(t, "threads", "training", non_negative_small_int, out.threads);
@@ -441,7 +451,7 @@ class checker {
                                (epochs ? "both" : "neither"));
     }
     out.unit = epochs ? shard_unit::epochs : shard_unit::steps;
-    int_field(*it, epochs ? "epochs" : "steps", "shard", positive_int, out.count);
+    int_field(*it, epochs ? "epochs" : "steps", "shard", step_count, out.count);
   }
 
   void memory(const json& doc, memory_spec& out) {
@@ -549,6 +559,19 @@ class checker {
              "leaves no training samples of data.samples " + std::to_string(syn->samples));
       }
     }
+    if (const auto* syn = s.data ? std::get_if<synthetic_data>(&*s.data) : nullptr;
+        syn && s.training && epochs_valid_) {
+      const auto g = compute_geometry(s, syn->samples);
+      // compute_geometry saturates at int64's maximum, so this also catches an overflow.
+      if (g.total_steps > max_total_steps) {
+        fail("training.epochs", std::to_string(s.training->epochs) + " epochs of " +
+                                    std::to_string(g.steps_per_epoch) + " steps are " +
+                                    (g.total_steps == int64_max ? std::string("past 2^63")
+                                                                : std::to_string(g.total_steps)) +
+                                    " steps; a job may have at most " +
+                                    std::to_string(max_total_steps) + " (10^12)");
+      }
+    }
   }
 
  private:
@@ -559,6 +582,7 @@ class checker {
   bool loss_valid_ = true;
   bool loss_given_ = false;
   bool model_valid_ = false;
+  bool epochs_valid_ = true;
 };
 
 json path_json(const fs::path& p) { return p.generic_string(); }
@@ -632,7 +656,36 @@ result<job_spec> load_job_spec(os::env& e, const fs::path& file) {
 status check_job_files(os::env& e, const job_spec& spec) {
   std::vector<std::string> errors;
   const auto need = [&](const std::string& json_path, const fs::path& p) {
-    if (!e.file_exists(p)) errors.push_back(json_path + ": file not found: " + p.string());
+    auto info = e.stat_no_follow(p);
+    if (!info) {
+      // An env that cannot tell (none of baton's own) falls back to existence alone.
+      if (!e.file_exists(p)) errors.push_back(json_path + ": file not found: " + p.string());
+      return;
+    }
+    os::entry_kind kind = info->kind;
+    if (kind == os::entry_kind::symlink) {
+      // Only a real file system has links; follow this one to see what the worker will open.
+      std::error_code ec;
+      const auto st = fs::status(p, ec);
+      kind = ec || st.type() == fs::file_type::not_found ? os::entry_kind::missing
+             : st.type() == fs::file_type::regular       ? os::entry_kind::regular
+             : st.type() == fs::file_type::directory     ? os::entry_kind::directory
+                                                         : os::entry_kind::other;
+    }
+    switch (kind) {
+      case os::entry_kind::regular:
+        return;
+      case os::entry_kind::missing:
+        errors.push_back(json_path + ": file not found: " + p.string());
+        return;
+      case os::entry_kind::directory:
+        errors.push_back(json_path + ": expected a regular file, got a folder: " + p.string());
+        return;
+      default:
+        errors.push_back(json_path +
+                         ": expected a regular file, got a FIFO, socket or device: " + p.string());
+        return;
+    }
   };
   if (spec.data) {
     if (const auto* c = std::get_if<csv_data>(&*spec.data)) need("data.path", c->path);
@@ -646,6 +699,129 @@ status check_job_files(os::env& e, const job_spec& spec) {
   }
   if (!errors.empty()) return make_error(join_lines(errors));
   return {};
+}
+
+namespace {
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  std::size_t u = 0;
+  while (bytes >= 1024 && u + 1 < std::size(units)) {
+    bytes /= 1024;
+    ++u;
+  }
+  if (bytes >= 1024) return "more than 1024 EiB";
+  char text[64];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return text;
+}
+
+std::string format_count(double n) {
+  char text[64];
+  if (n < 1e15) {
+    std::snprintf(text, sizeof text, "%.0f", n);
+  } else {
+    std::snprintf(text, sizeof text, "%.3g", n);
+  }
+  return text;
+}
+
+}  // namespace
+
+memory_estimate estimate_memory(const job_spec& spec) {
+  memory_estimate m;
+  if (!spec.model || spec.model->layers.empty()) return m;
+  constexpr double float_bytes = 4;
+  double input = 0;  // unknown for data files: the first layer's weights are not counted
+  double samples = 0;
+  if (spec.data) {
+    if (const auto* syn = std::get_if<synthetic_data>(&*spec.data)) {
+      input = static_cast<double>(syn->features);
+      samples = static_cast<double>(syn->samples);
+    }
+  }
+  const training_spec training = spec.training.value_or(training_spec{});
+  const auto& o = training.optimizer;
+  // Weights and gradients, then the optimizer's state per parameter.
+  m.bytes_per_parameter = 8 + (o.kind == optimizer_kind::adam ? 8 : o.momentum > 0 ? 4 : 0);
+  const double batch = static_cast<double>(training.batch_size);
+  double biggest_layer = -1;
+  double units_sum = 0;
+  for (std::size_t i = 0; i < spec.model->layers.size(); ++i) {
+    const double units = static_cast<double>(spec.model->layers[i].units);
+    const double params = input * units + units;
+    m.parameters += params;
+    units_sum += units;
+    // Weights and state plus this layer's share of the batch's activations.
+    const double bytes = params * m.bytes_per_parameter + batch * units * float_bytes * 3;
+    if (bytes > biggest_layer) {
+      biggest_layer = bytes;
+      m.biggest_field = index_path("model.layers", i) + ".units";
+    }
+    input = units;
+  }
+  m.parameter_bytes = m.parameters * m.bytes_per_parameter;
+  const double features = spec.data && std::holds_alternative<synthetic_data>(*spec.data)
+                              ? static_cast<double>(std::get<synthetic_data>(*spec.data).features)
+                              : 0;
+  m.data_bytes = samples * (features + 1) * float_bytes;
+  // Pre-activations, activations and deltas of one batch.
+  m.activation_bytes = batch * units_sum * float_bytes * 3;
+  m.total_bytes = m.parameter_bytes + m.data_bytes + m.activation_bytes;
+  if (m.data_bytes > m.parameter_bytes + m.activation_bytes) {
+    m.biggest_field = "data.samples";
+  } else if (m.activation_bytes > m.parameter_bytes && training.batch_size > 65536) {
+    m.biggest_field = "training.batch_size";  // a batch no data set needs, not a wide layer
+  }
+  return m;
+}
+
+status check_job_limits(const job_spec& spec, const machine_limits& machine) {
+  std::vector<std::string> errors;
+  if (spec.training && spec.training->threads > 0) {
+    const std::int64_t cores = std::max(1u, machine.cores);
+    const std::int64_t most = cores * max_threads_per_core;
+    if (spec.training->threads > most) {
+      errors.push_back("training.threads: at most " + std::to_string(most) + " (" +
+                       std::to_string(max_threads_per_core) + " per core; this machine has " +
+                       std::to_string(cores) + (cores == 1 ? " core" : " cores") + "), got " +
+                       std::to_string(spec.training->threads) + "; 0 uses one per core");
+    }
+  }
+  const auto m = estimate_memory(spec);
+  if (m.total_bytes > 0) {
+    const std::string estimate =
+        "the job needs at least " + format_bytes(m.total_bytes) + " (" +
+        format_count(m.parameters) + " parameters x " + std::to_string(m.bytes_per_parameter) +
+        " bytes for weights, gradients" +
+        (m.bytes_per_parameter == 16   ? " and Adam's two moments"
+         : m.bytes_per_parameter == 12 ? " and momentum"
+                                       : "") +
+        " = " + format_bytes(m.parameter_bytes) + ", data " + format_bytes(m.data_bytes) +
+        ", one batch's activations " + format_bytes(m.activation_bytes) + ")";
+    constexpr double mib = 1024.0 * 1024.0;
+    const auto& mem = spec.memory;
+    std::optional<std::int64_t> limit =
+        mem.soft_limit_mib ? mem.soft_limit_mib : mem.hard_limit_mib;
+    if (limit && m.total_bytes > static_cast<double>(*limit) * mib) {
+      errors.push_back(m.biggest_field + ": " + estimate + ", more than memory." +
+                       (mem.soft_limit_mib ? "soft_limit_mib " : "hard_limit_mib ") +
+                       std::to_string(*limit) + " MiB");
+    } else if (machine.memory_bytes > 0 &&
+               m.total_bytes > static_cast<double>(machine.memory_bytes)) {
+      errors.push_back(m.biggest_field + ": " + estimate + ", more than this machine's " +
+                       format_bytes(static_cast<double>(machine.memory_bytes)) + " of memory");
+    }
+  }
+  if (!errors.empty()) return make_error(join_lines(errors));
+  return {};
+}
+
+machine_limits this_machine() {
+  machine_limits m;
+  m.cores = std::max(1u, std::thread::hardware_concurrency());
+  m.memory_bytes = os::physical_memory_bytes();
+  return m;
 }
 
 status check_builtin_sections(const job_spec& spec) {

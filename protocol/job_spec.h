@@ -167,6 +167,11 @@ struct job_spec {
   bool operator==(const job_spec&) const = default;
 };
 
+// Every step count (training.epochs, shard.epochs, shard.steps, and epochs times steps per epoch
+// where the spec gives both) is at most 10^12: at 100,000 steps a second that is 115 days, and
+// totals, rates and ETAs computed from it stay far from int64's limits.
+inline constexpr std::int64_t max_total_steps = 1'000'000'000'000;
+
 // Limits on the document itself, checked before anything else.
 inline constexpr std::size_t max_job_document_bytes = 1 << 20;
 inline constexpr int max_job_document_depth = 64;
@@ -179,8 +184,44 @@ result<job_spec> parse_job_spec(std::string_view text, const std::filesystem::pa
 // Reads and parses a job file; file errors name the file.
 result<job_spec> load_job_spec(os::env& e, const std::filesystem::path& file);
 
-// Checks that every file the job names exists (data files, initial weights).
+// Checks that every file the job names (data files, initial weights) exists and is a regular
+// file (or a symlink to one): a folder, a FIFO or a device is refused naming the field.
 status check_job_files(os::env& e, const job_spec& spec);
+
+// What the machine that runs the job offers.
+struct machine_limits {
+  unsigned cores = 1;
+  std::uint64_t memory_bytes = 0;  // physical memory; 0: unknown, not checked
+};
+// This machine: std::thread::hardware_concurrency() and os::physical_memory_bytes().
+machine_limits this_machine();
+// At most this many training threads per core: more only adds switching (and at 10^6 threads the
+// worker dies creating them).
+inline constexpr int max_threads_per_core = 4;
+
+// A lower bound on what the built-in trainer holds in memory for the job (float32 throughout):
+// the parameters with their gradients and optimizer state (Adam's two moments, SGD's momentum),
+// the synthetic data set, and one batch's activations and deltas. A data file's size is not
+// known here, so csv and npy jobs count no data and only the layers after the first (their
+// input width comes from the file).
+struct memory_estimate {
+  double parameters = 0;
+  int bytes_per_parameter = 0;
+  double parameter_bytes = 0;
+  double data_bytes = 0;
+  double activation_bytes = 0;
+  double total_bytes = 0;
+  std::string biggest_field;  // the field that accounts for most of it, for messages
+};
+memory_estimate estimate_memory(const job_spec& spec);
+
+// Checks a parsed job against the machine before any run (validate, submit, run):
+// training.threads at most max_threads_per_core per core, and the memory estimate within the
+// job's own limit (memory.soft_limit_mib, else hard_limit_mib: a worker above it is recycled or
+// killed before its first step) and within the machine's memory. Each error names the field and
+// the estimate. Not part of parse_job_spec, which must not depend on the machine: a stored spec
+// always loads again.
+status check_job_limits(const job_spec& spec, const machine_limits& machine);
 
 // Checks that the spec has what the built-in trainer needs (data, model, training): only a job
 // with worker.command can lack them, and then baton-worker cannot train it.

@@ -51,6 +51,12 @@ void add_validate_command(CLI::App& app, cli_context& ctx) {
       ctx.exit_code = exit_invalid;
       return;
     }
+    // What validates must also fit this machine: `baton run` and `baton submit` check the same.
+    if (auto fits = protocol::check_job_limits(*spec, protocol::this_machine()); !fits) {
+      print_lines(ctx.err, *config + ": ", fits.error().message);
+      ctx.exit_code = exit_invalid;
+      return;
+    }
     ctx.out << protocol::to_json(*spec).dump(2) << '\n';
     ctx.exit_code = exit_ok;
   });

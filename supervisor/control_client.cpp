@@ -1,5 +1,6 @@
 #include "supervisor/control_client.h"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -7,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "os/env.h"
 
@@ -180,15 +182,40 @@ result<api_response> call_tcp(const control_endpoint& endpoint, const std::strin
                            make_request(method, target, body, endpoint.token), timeout);
 }
 
-result<api_response> call(control_transport transport, const std::filesystem::path& path,
-                          std::string_view method, std::string_view target,
-                          const nlohmann::json& body, std::chrono::milliseconds timeout) {
+namespace {
+
+result<api_response> call_once(control_transport transport, const std::filesystem::path& path,
+                               std::string_view method, std::string_view target,
+                               const nlohmann::json& body, std::chrono::milliseconds timeout) {
   if (transport == control_transport::unix_socket) {
     return call_unix(path, method, target, body, timeout);
   }
   auto endpoint = load_control_endpoint(os::env::default_env(), path);
   if (!endpoint) return endpoint.error();
   return call_tcp(*endpoint, "endpoint file " + path.string(), method, target, body, timeout);
+}
+
+}  // namespace
+
+result<api_response> call(control_transport transport, const std::filesystem::path& path,
+                          std::string_view method, std::string_view target,
+                          const nlohmann::json& body, std::chrono::milliseconds timeout) {
+  // A 503 with "retry": true is the daemon's connection limit (control_accept_loop.h): our
+  // connection came while others held every slot, and the request was not acted on. Try again
+  // a few times, soon; the last answer is the user's.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(20);
+  for (int attempt = 0;; ++attempt) {
+    const auto left = attempt == 0 ? timeout
+                                   : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         deadline - std::chrono::steady_clock::now());
+    auto r = call_once(transport, path, method, target, body,
+                       std::max(left, std::chrono::milliseconds(1)));
+    const bool busy = r && r->status == 503 && r->body.is_object() && r->body.value("retry", false);
+    if (!busy || attempt >= 5 || left < pause * 2) return r;
+    std::this_thread::sleep_for(pause);
+    pause *= 2;
+  }
 }
 
 result<api_response> call(const std::filesystem::path& path, std::string_view method,

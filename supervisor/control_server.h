@@ -52,8 +52,16 @@ struct control_server_options {
   // group may read the endpoint file. Unset: our account and root/Administrators/SYSTEM only.
   // start() fails with a clear error when the group does not exist.
   std::optional<std::string> group;
-  std::chrono::milliseconds read_timeout{10000};
-  std::size_t max_sessions = 64;  // serving connections; more get 503
+  std::chrono::milliseconds read_timeout{10000};  // one whole request, or one answer
+  // From connecting (or the previous answer) to the end of a request's header; idle connections
+  // are closed after it.
+  std::chrono::milliseconds header_timeout{5000};
+  // Connections at once, all together and per uid (control_accept_loop.h): a new one past a limit
+  // takes the slot of the longest-idle one of its uid, or of the biggest holder; unprivileged
+  // uids together get max_sessions - max_sessions_per_uid, the rest is kept for the daemon's own
+  // uid and root.
+  std::size_t max_sessions = 256;
+  std::size_t max_sessions_per_uid = 32;
   std::size_t body_limit = max_request_body_bytes;
   // Diagnostics (refused peers, accept failures). Called on the io thread; may be empty.
   std::function<void(const std::string&)> log;

@@ -3,6 +3,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <exception>
 #include <optional>
 #include <string>
@@ -65,8 +66,26 @@ class http_session final : public control_session,
   }
 
   void close() override {
+    waiting_since_.reset();
     error_code ignored;
     stream_.socket().close(ignored);
+  }
+
+  std::optional<std::chrono::steady_clock::time_point> waiting_since() const override {
+    return waiting_since_;
+  }
+
+  bool has_unread_bytes() const override {
+    error_code ec;
+    const auto n = stream_.socket().available(ec);
+    return !ec && n > 0;
+  }
+
+  void evict(api_response why) override {
+    if (!waiting_since_) return;
+    waiting_since_.reset();
+    eviction_ = std::move(why);
+    stream_.cancel();  // the header read ends with operation_aborted, then we answer
   }
 
  private:
@@ -74,13 +93,31 @@ class http_session final : public control_session,
     parser_.emplace();
     parser_->body_limit(limits_.body_limit);
     parser_->header_limit(static_cast<std::uint32_t>(limits_.header_limit));
-    stream_.expires_after(limits_.read_timeout);
+    const auto now = std::chrono::steady_clock::now();
+    waiting_since_ = now;
+    request_deadline_ = now + limits_.read_timeout;
+    stream_.expires_after(std::min(limits_.header_timeout, limits_.read_timeout));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        beast::bind_front_handler(&http_session::on_header, this->shared_from_this()));
+  }
+
+  void on_header(error_code ec, std::size_t n) {
+    waiting_since_.reset();
+    if (eviction_) return answer(*eviction_, false, 11);
+    // A refusal needs no body: answered as soon as the header is in, so a client that is slow
+    // to send (or never sends) its body still reads why.
+    if (!ec && refusal_) return answer(*refusal_, false, parser_->get().version());
+    if (ec || parser_->is_done()) return on_read(ec, n);
+    // The body (if any) under what is left of the whole request's deadline.
+    stream_.expires_at(request_deadline_);
     http::async_read(stream_, buffer_, *parser_,
                      beast::bind_front_handler(&http_session::on_read, this->shared_from_this()));
   }
 
   void on_read(error_code ec, std::size_t) {
     try {
+      if (eviction_) return answer(*eviction_, false, 11);
       if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
           ec == asio::error::operation_aborted) {
         return shut_down();  // client done, stalled, or the server is stopping
@@ -151,7 +188,7 @@ class http_session final : public control_session,
   }
 
   void on_write(error_code ec, std::size_t) {
-    if (ec || !response_.keep_alive()) return shut_down();
+    if (ec || !response_.keep_alive() || eviction_) return shut_down();
     do_read();
   }
 
@@ -167,6 +204,9 @@ class http_session final : public control_session,
   http::response<http::string_body> response_;  // alive until async_write completes
   api_handler* handler_;
   std::optional<api_response> refusal_;
+  std::optional<api_response> eviction_;  // set by evict(): answered instead of a request
+  std::optional<std::chrono::steady_clock::time_point> waiting_since_;
+  std::chrono::steady_clock::time_point request_deadline_;
   session_auth auth_;
   session_limits limits_;
   std::function<void()> on_closed_;

@@ -3,7 +3,9 @@
 // deadline, checks the bearer token when the transport needs one (TCP), routes each request
 // through parse_api_request to the daemon's api_handler and writes the JSON answer, keeping the
 // connection alive while the client asks for it. A refusing session (403 for a stranger, 503 past
-// the session limit) reads one request, answers it with the refusal and closes. Sessions own
+// the session limit) reads one request, answers it with the refusal and closes. Every session
+// waits at most header_timeout for a header, and can be evicted while it waits (503, then closed)
+// when the accept loop needs its slot for a newer connection (control_accept_loop.h). Sessions own
 // themselves through their pending operations; the server only keeps weak references so that
 // stop() can close them. Beast lives in the .cpp only.
 #pragma once
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "supervisor/control_api.h"
@@ -25,6 +28,10 @@ struct session_limits {
   // Time allowed to read one whole request (and to write one answer): a stalled or trickling
   // client is dropped when it runs out, however much it has sent.
   std::chrono::milliseconds read_timeout{10000};
+  // Time allowed from the connection (or the previous answer on a kept-alive one) to the end of
+  // the request's header, like nginx's client_header_timeout: an idle connection is closed
+  // after this, silently (nobody asked anything). At most read_timeout.
+  std::chrono::milliseconds header_timeout{5000};
   std::size_t body_limit = max_request_body_bytes;
   std::size_t header_limit = 64 * 1024;
 };
@@ -65,6 +72,17 @@ class control_session {
 
   // Closes the connection; pending operations end with operation_aborted. Io thread only.
   virtual void close() = 0;
+
+  // Since when the session has waited for a request's header (accepted, or answered and kept
+  // alive); nullopt once a header is in (the request is read, handled or answered) and after
+  // evict(). What the accept loop may evict to make room. Io thread only.
+  virtual std::optional<std::chrono::steady_clock::time_point> waiting_since() const = 0;
+  // Whether request bytes sit unread in the socket: a client whose request has arrived is about
+  // to be served, never evicted.
+  virtual bool has_unread_bytes() const = 0;
+  // Makes room: stops waiting, answers `why` (Connection: close) in place of the request it
+  // waited for, and closes. A client that writes its request meanwhile still reads the answer.
+  virtual void evict(api_response why) = 0;
 };
 
 }  // namespace baton::supervisor

@@ -67,17 +67,22 @@ class tcp_listener final : public control_listener {
     }
     written_ = true;
     uid_ = os::current_uid();
-    const session_limits limits{options_.read_timeout, options_.body_limit, 64 * 1024};
+    const session_limits limits{options_.read_timeout, options_.header_timeout, options_.body_limit,
+                                64 * 1024};
+    const connection_limits caps{options_.max_sessions, options_.max_sessions_per_uid};
     // The connection proves nothing: every request must show the token (control_session).
+    // Every connection is "our" uid until its token says more, so the per-uid limit is the
+    // whole bucket; the limits still evict idle connections for new ones.
     auto admit = [this](tcp::socket&) {
       control_admission a;
       a.auth.peer_uid = uid_;
       a.auth.bearer_token = endpoint_.token;
+      a.uid = uid_;
+      a.privileged = true;
       return a;
     };
-    loop_ = std::make_shared<control_accept_loop<tcp>>(std::move(acceptor), handler_, limits,
-                                                       options_.max_sessions, options_.log,
-                                                       std::move(admit));
+    loop_ = std::make_shared<control_accept_loop<tcp>>(std::move(acceptor), handler_, limits, caps,
+                                                       options_.log, std::move(admit));
     loop_->start();
     return {};
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <limits>
 #include <optional>
 #include <system_error>
 
@@ -60,9 +61,11 @@ class unix_listener final : public control_listener {
       return s;
     }
     our_uid_ = os::current_uid();
-    const session_limits limits{options_.read_timeout, options_.body_limit, 64 * 1024};
+    const session_limits limits{options_.read_timeout, options_.header_timeout, options_.body_limit,
+                                64 * 1024};
+    const connection_limits caps{options_.max_sessions, options_.max_sessions_per_uid};
     loop_ = std::make_shared<control_accept_loop<local>>(
-        std::move(acceptor), handler_, limits, options_.max_sessions, options_.log,
+        std::move(acceptor), handler_, limits, caps, options_.log,
         [this](local::socket& s) { return admit(s); });
     loop_->start();
     return {};
@@ -88,6 +91,9 @@ class unix_listener final : public control_listener {
   control_admission admit(local::socket& socket) {
     control_admission out;
     auto creds = os::get_peer_credentials(socket.native_handle());
+    // Unknown peers share one bucket of their own; root and our uid are the owner's.
+    out.uid = creds ? creds->uid : std::numeric_limits<std::uint32_t>::max();
+    out.privileged = creds && (creds->uid == our_uid_ || creds->uid == 0);
     if (!creds) {
       out.refusal =
           error_response(403, "cannot verify the client's identity: " + creds.error().message);

@@ -74,11 +74,12 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   os::env& e;
   daemon_options options;
   job_store store;
+  std::unique_ptr<os::state_lock> lock;  // held from start() until the daemon is destroyed
   std::unique_ptr<control_server> server;
   std::optional<asio::signal_set> signals;
   os::containment_report containment = os::current_containment();
   std::unique_ptr<os::child_reaper> reaper;  // escapees re-parented to us are reaped at once
-  bool owns_containment = false;              // set it up, so removes its cgroups at the end
+  bool owns_containment = false;             // set it up, so removes its cgroups at the end
   std::map<std::string, job_entry> jobs;
   std::deque<std::string> queue;
   std::size_t running = 0;
@@ -110,6 +111,13 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   }
 
   status recover() {
+    // A submit cut short by a crash was never acknowledged: it goes, and is not a failed job.
+    auto swept = store.sweep_incomplete();
+    if (!swept) return swept.error();
+    for (const auto& id : *swept) {
+      log(log_level::warning, "job " + id + ": removed a half-written submit (no record; the " +
+                                  "daemon stopped before acknowledging it)");
+    }
     auto ids = store.list();
     if (!ids) return ids.error();
     std::vector<std::string> resume;
@@ -300,9 +308,13 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     } else {
       auto& cur = options.settings;
       if (s->state_dir != cur.state_dir || s->socket != cur.socket ||
-          s->socket_group != cur.socket_group || s->control_port != cur.control_port) {
+          s->socket_group != cur.socket_group || s->control_port != cur.control_port ||
+          s->header_timeout_ms != cur.header_timeout_ms ||
+          s->max_connections != cur.max_connections ||
+          s->max_connections_per_uid != cur.max_connections_per_uid) {
         log(log_level::warning,
-            "reload: state_dir, socket, socket_group and control_port take effect only on restart");
+            "reload: state_dir, socket, socket_group, control_port, header_timeout_ms, "
+            "max_connections and max_connections_per_uid take effect only on restart");
       }
       cur.max_workers = s->max_workers;
       cur.level = s->level;
@@ -389,6 +401,10 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     if (!spec->memory.soft_limit_mib && !spec->memory.hard_limit_mib) {
       spec->memory.soft_limit_mib = options.settings.default_soft_limit_mib;
       spec->memory.hard_limit_mib = options.settings.default_hard_limit_mib;
+    }
+    // With the limits it will run under: a job that cannot fit is refused now, not at its worker.
+    if (auto s = protocol::check_job_limits(*spec, protocol::this_machine()); !s) {
+      return invalid_spec(s.error().message);
     }
     auto created = store.create(*spec, protocol::planned_total_steps(*spec));
     if (!created) return error_response(500, "cannot create the job: " + created.error().message);
@@ -540,9 +556,21 @@ status daemon::start() {
     }
   }
   if (auto s = m.store.open(); !s) return with_context("state directory", s.error());
+  // The lock before the socket and before any job: one daemon per state directory, even when
+  // a second one is given another socket.
+  auto lock = m.options.locker->lock(m.store.state_dir(), "baton serve");
+  if (!lock) {
+    if (!lock.error().held_by_other) return lock.error().why;
+    return make_error(lock.error().why.message +
+                      "; stop it first, or give this daemon another --state-dir");
+  }
+  m.lock = std::move(*lock);
   control_server_options so;
   so.socket_path = m.options.settings.socket;
   so.group = m.options.settings.socket_group;
+  so.header_timeout = std::chrono::milliseconds(m.options.settings.header_timeout_ms);
+  so.max_sessions = static_cast<std::size_t>(m.options.settings.max_connections);
+  so.max_sessions_per_uid = static_cast<std::size_t>(m.options.settings.max_connections_per_uid);
   if (m.options.settings.control_port) {
     so.port = static_cast<std::uint16_t>(*m.options.settings.control_port);
   }
@@ -552,7 +580,10 @@ status daemon::start() {
   m.server = std::make_unique<control_server>(m.io, *this, std::move(so));
   // The socket first: if another daemon answers there, it owns this state and we must not
   // touch a single job.
-  if (auto s = m.server->start(); !s) return s;
+  if (auto s = m.server->start(); !s) {
+    m.lock.reset();
+    return s;
+  }
   // Before any job starts: the cgroups, and what a previous daemon of this state dir left there.
   // Only for real workers: a test's fake launcher starts no process to hold.
   if (m.options.launcher == &os_process_launcher()) {
@@ -562,8 +593,8 @@ status daemon::start() {
     const auto forced = os::get_env("BATON_CONTAINMENT");
     co.force_process_group = forced && *forced == "process-group";
     if (forced && !forced->empty() && *forced != "process-group" && *forced != "auto") {
-      m.log(log_level::warning, "BATON_CONTAINMENT=" + *forced +
-                                    ": expected auto or process-group; using auto");
+      m.log(log_level::warning,
+            "BATON_CONTAINMENT=" + *forced + ": expected auto or process-group; using auto");
     }
     m.containment = os::setup_containment(co);
     m.log(log_level::info, "containment: " + m.containment.detail);
@@ -575,6 +606,7 @@ status daemon::start() {
   if (m.options.become_subreaper) m.reaper = std::make_unique<os::child_reaper>(m.io);
   if (auto s = m.recover(); !s) {
     m.server->stop();
+    m.lock.reset();
     return with_context("recovering jobs", s.error());
   }
   if (m.options.handle_signals) m.install_signals();

@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "os/env.h"
+#include "os/state_lock.h"
 #include "supervisor/control_api.h"
 #include "supervisor/daemon_settings.h"
 #include "supervisor/job_record.h"
@@ -47,6 +48,9 @@ struct daemon_options {
   process_launcher* launcher = &os_process_launcher();
   // Re-reads settings on SIGHUP (file plus command-line overrides). Empty: SIGHUP is logged only.
   std::function<result<daemon_settings>()> reload_settings;
+  // Takes the state directory's lock (os/state_lock.h) for the daemon's life. Not owned; must
+  // outlive the daemon. Tests on a mem_env pass an in-memory one.
+  os::state_locker* locker = &os::os_state_locker();
   bool handle_signals = true;  // SIGTERM/SIGINT shut down (twice: at once), SIGHUP reloads
   bool become_subreaper = true;
   daemon_hooks hooks;
@@ -59,8 +63,10 @@ class daemon final : public api_handler {
   daemon(const daemon&) = delete;
   daemon& operator=(const daemon&) = delete;
 
-  // Starts the control server (failing if another daemon answers on the socket), then recovers
-  // every job and starts as many as slots allow. Call before running the io_context.
+  // Locks the state directory (failing, with the holder's pid, if another daemon or `baton run`
+  // owns it), starts the control server (failing if another daemon answers on the socket), then
+  // removes submits a crash left half-written, recovers every job and starts as many as slots
+  // allow. Call before running the io_context.
   status start();
 
   // Graceful shutdown, as on SIGTERM: stop serving, ask every worker to checkpoint and stop,

@@ -31,9 +31,17 @@ constexpr std::size_t max_settings_depth = 16;
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr std::size_t max_socket_path = 107;
 
-constexpr std::array<std::string_view, 8> top_keys = {
-    "state_dir",   "socket",         "socket_group", "control_port",
-    "max_workers", "default_memory", "log_level",    "max_checkpoint_mib"};
+constexpr std::array<std::string_view, 11> top_keys = {"state_dir",
+                                                       "socket",
+                                                       "socket_group",
+                                                       "control_port",
+                                                       "max_workers",
+                                                       "default_memory",
+                                                       "log_level",
+                                                       "max_checkpoint_mib",
+                                                       "header_timeout_ms",
+                                                       "max_connections",
+                                                       "max_connections_per_uid"};
 constexpr std::array<std::string_view, 2> memory_keys = {"soft_limit_mib", "hard_limit_mib"};
 constexpr std::array<std::string_view, 4> level_names = {"error", "warning", "info", "debug"};
 
@@ -187,6 +195,34 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
       c.fail("log_level", l.error().message);
     }
   }
+  if (const auto it = doc->find("header_timeout_ms"); it != doc->end()) {
+    if (auto v = c.positive_int(*it, "header_timeout_ms", max_header_timeout_ms)) {
+      s.header_timeout_ms = *v;
+    }
+  }
+  bool connections_ok = true;
+  for (const auto key : {"max_connections", "max_connections_per_uid"}) {
+    const auto it = doc->find(key);
+    if (it == doc->end()) continue;
+    auto v = c.positive_int(*it, key, max_max_connections);
+    if (!v) {
+      connections_ok = false;
+      continue;
+    }
+    (std::string_view(key) == "max_connections" ? s.max_connections : s.max_connections_per_uid) =
+        static_cast<int>(*v);
+  }
+  // Below the global limit, so one uid can never take every slot (the rest stays the owner's).
+  // Left out, it follows a small max_connections down (half of it) instead of being an error.
+  if (connections_ok && !doc->contains("max_connections_per_uid") &&
+      s.max_connections_per_uid >= s.max_connections) {
+    s.max_connections_per_uid = std::max(1, s.max_connections / 2);
+  }
+  if (connections_ok && s.max_connections_per_uid >= s.max_connections) {
+    c.fail("max_connections_per_uid", "must be below max_connections (" +
+                                          std::to_string(s.max_connections_per_uid) +
+                                          " >= " + std::to_string(s.max_connections) + ")");
+  }
   if (!c.errors().empty()) return make_error(join_lines(c.errors()));
   return s;
 }
@@ -206,7 +242,10 @@ nlohmann::json to_json(const daemon_settings& s) {
            {{"soft_limit_mib", opt(s.default_soft_limit_mib)},
             {"hard_limit_mib", opt(s.default_hard_limit_mib)}}},
           {"log_level", to_string(s.level)},
-          {"max_checkpoint_mib", s.max_checkpoint_mib}};
+          {"max_checkpoint_mib", s.max_checkpoint_mib},
+          {"header_timeout_ms", s.header_timeout_ms},
+          {"max_connections", s.max_connections},
+          {"max_connections_per_uid", s.max_connections_per_uid}};
 }
 
 }  // namespace baton::supervisor

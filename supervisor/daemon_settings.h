@@ -27,6 +27,8 @@ result<log_level> parse_log_level(std::string_view s);
 
 inline constexpr int max_max_workers = 1024;
 inline constexpr int max_control_port = 65535;
+inline constexpr int max_max_connections = 65536;
+inline constexpr std::int64_t max_header_timeout_ms = 600000;
 
 struct daemon_settings {
   std::filesystem::path state_dir;  // empty: os::default_state_dir()
@@ -46,6 +48,11 @@ struct daemon_settings {
   // without a cap a sparse file of any size would keep a verification busy. The default, 1 GiB,
   // is far above the built-in trainer's checkpoints; a job with a bigger model needs it raised.
   std::int64_t max_checkpoint_mib = 1024;
+  // The control socket's limits (DAEMON.md, "Connections"): how long a connection may take to
+  // send a request header, and how many connections may be open, all together and per uid.
+  std::int64_t header_timeout_ms = 5000;
+  int max_connections = 256;
+  int max_connections_per_uid = 32;
 
   bool operator==(const daemon_settings&) const = default;
 };

@@ -422,7 +422,11 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
           if (s.phase == worker_phase::starting && !s.worker_alive) {
             s.target = stop_target::cancel;  // spawn under way: its outcome event finishes this
           } else if (t.worker_phase()) {
-            t.kill(exit_cause::cancelled, {}, stop_target::cancel);
+            // The protocol stop first, a kill only when stop_grace_ms runs out (DAEMON.md): a
+            // stop already on its way (its grace timer running) just lands in cancelled.
+            if (s.phase != worker_phase::stopping) {
+              t.ask_stop(exit_cause::cancelled, stop_target::cancel);
+            }
             s.target = stop_target::cancel;
           } else {
             if (t.delayed()) t.emit(act::cancel_timer{timer_kind::restart});

@@ -105,7 +105,8 @@ result<job_record> job_store::create(const protocol::job_spec& spec, std::int64_
   } else {
     // "<name>-<n>" with n one past the largest in use: ids are never reused, so logs and
     // status output never mix two jobs.
-    auto ids = list();
+    // Every folder counts, finished or not: an id is never given to two folders.
+    auto ids = folder_ids();
     if (!ids) return ids.error();
     std::int64_t next = 1;
     const std::string prefix = spec.name + "-";
@@ -130,8 +131,41 @@ result<job_record> job_store::create(const protocol::job_spec& spec, std::int64_
   r.name = spec.name;
   r.created_ms = r.updated_ms = unix_ms_now();
   r.total_steps = total_steps;
+  // The record last: a folder without one is an unfinished create (sweep_incomplete). save()
+  // syncs the job's folder; jobs/ must also hold the new folder's entry before we answer.
   if (auto s = save(r); !s) return s.error();
+  if (auto s = env_.sync_dir(state_dir_ / jobs_folder); !s) return s.error();
   return r;
+}
+
+result<std::vector<std::string>> job_store::folder_ids() const {
+  const auto dir = state_dir_ / jobs_folder;
+  if (!env_.file_exists(dir)) return std::vector<std::string>{};
+  auto names = env_.list_dir(dir);
+  if (!names) return names.error();
+  std::vector<std::string> ids;
+  for (auto& n : *names) {
+    if (validate_job_id(n)) ids.push_back(std::move(n));
+  }
+  return ids;
+}
+
+result<std::vector<std::string>> job_store::sweep_incomplete() {
+  auto ids = folder_ids();
+  if (!ids) return ids.error();
+  std::vector<std::string> removed;
+  for (const auto& id : *ids) {
+    if (env_.file_exists(slot_path(id, 0)) || env_.file_exists(slot_path(id, 1))) continue;
+    if (auto s = env_.remove_dir_all(job_dir(id)); !s) {
+      return make_error("cannot remove the unfinished job folder " + job_dir(id).string() + ": " +
+                        s.error().message);
+    }
+    removed.push_back(id);
+  }
+  if (!removed.empty()) {
+    if (auto s = env_.sync_dir(state_dir_ / jobs_folder); !s) return s.error();
+  }
+  return removed;
 }
 
 status job_store::save(job_record& r) {

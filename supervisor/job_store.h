@@ -37,7 +37,11 @@ class job_store {
 
   // Creates a new job folder with the spec and a queued record. With `id` set (baton run uses
   // the job name), that id is used and must not exist yet; otherwise a fresh "<name>-<n>" id is
-  // chosen. Returns the new record.
+  // chosen: the only allocator, run by the state directory's one owner (os/state_lock.h). The
+  // record is written last and is what makes the job exist: when this returns, spec and record
+  // are fsynced and the job's folder and jobs/ are synced, so an acknowledged submit survives a
+  // crash. A crash before that leaves a folder without a record (see sweep_incomplete).
+  // Returns the new record.
   result<job_record> create(const protocol::job_spec& spec, std::int64_t total_steps,
                             std::optional<std::string> id = std::nullopt);
 
@@ -53,11 +57,19 @@ class job_store {
   // Job ids, sorted. Folders whose name is not a valid id are ignored.
   result<std::vector<std::string>> list() const;
 
+  // Removes every job folder that has no record slot: a create() cut short by a crash, never
+  // acknowledged to anyone. Called by the state directory's owner at start, before recovery, so
+  // such a folder is neither shown as a failed job nor mixed into a later job with its id.
+  // Returns the ids removed (the caller logs them).
+  result<std::vector<std::string>> sweep_incomplete();
+
   // Removes a job's folder entirely (baton run --fresh).
   status remove(const std::string& id);
 
  private:
   std::filesystem::path slot_path(const std::string& id, int slot) const;
+  // Every folder under jobs/ named like a job id, with or without a spec or record.
+  result<std::vector<std::string>> folder_ids() const;
 
   os::env& env_;
   std::filesystem::path state_dir_;

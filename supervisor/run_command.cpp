@@ -10,6 +10,7 @@
 
 #include "os/env.h"
 #include "os/process.h"
+#include "os/state_lock.h"
 #include "os/system.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_runner.h"
@@ -45,6 +46,10 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
     ctx.err << s.error().message << "\n";
     return exit_invalid;
   }
+  if (auto s = protocol::check_job_limits(*spec, protocol::this_machine()); !s) {
+    ctx.err << s.error().message << "\n";
+    return exit_invalid;
+  }
   // Absolute: workers run in the job's folder, where a relative path would name nothing.
   const fs::path worker =
       o.worker.empty() ? find_worker_executable(e) : fs::absolute(fs::path(o.worker));
@@ -58,6 +63,30 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
   if (auto s = store.open(); !s) {
     ctx.err << s.error().message << "\n";
     return exit_failure;
+  }
+  // Held until we return: no daemon may start on this state directory while the job runs here.
+  auto& locker = o.locker ? *o.locker : os::os_state_locker();
+  auto lock = locker.lock(store.state_dir(), "baton run");
+  if (!lock) {
+    const auto& why = lock.error();
+    if (why.held_by_other && why.holder && why.holder->role == "baton serve") {
+      ctx.err << "state directory " << store.state_dir().string()
+              << " is owned by the baton daemon (pid " << why.holder->pid
+              << "): submit the job to it with `baton submit " << o.config
+              << "`, or stop the daemon first\n";
+    } else {
+      ctx.err << why.why.message << "\n";
+    }
+    return exit_failure;
+  }
+  if (auto swept = store.sweep_incomplete(); !swept) {
+    ctx.err << swept.error().message << "\n";
+    return exit_failure;
+  } else {
+    for (const auto& gone : *swept) {
+      ctx.err << "warning: removed the half-written job folder " << store.job_dir(gone).string()
+              << " (a submit or run cut short before it was recorded)\n";
+    }
   }
   const std::string id = spec->name;
   if (o.fresh && store.exists(id)) {

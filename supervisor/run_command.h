@@ -1,12 +1,18 @@
 // `baton run CONFIG`: one job in the foreground with an embedded supervisor, no daemon needed.
 // It keeps the job's state in the state directory, so running the same command again resumes
-// where a stopped run left off; Ctrl-C asks the worker to checkpoint and stop.
+// where a stopped run left off; Ctrl-C asks the worker to checkpoint and stop. It owns the state
+// directory while it runs (the lock of os/state_lock.h): on one that a daemon owns it refuses,
+// naming the daemon's pid, since the daemon may be running the very same job.
 #pragma once
 
 #include <filesystem>
 #include <string>
 
 #include "supervisor/cli.h"
+
+namespace baton::os {
+class state_locker;
+}
 
 namespace baton::supervisor {
 
@@ -21,6 +27,9 @@ struct run_options {
   bool json = false;
   bool fresh = false;
   bool become_subreaper = true;  // off in tests, whose process must stay as it is
+  // Locks the state directory for the run (os/state_lock.h); null: the OS's lock file. Tests on
+  // a mem_env pass an in-memory one.
+  os::state_locker* locker = nullptr;
 };
 
 // `baton run` itself: returns its exit code (0 completed, 130 interrupted, 1 failed, 2 invalid).

@@ -16,6 +16,13 @@ bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
 std::int64_t current_pid() { return static_cast<std::int64_t>(::getpid()); }
 
+std::uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+}
+
 std::optional<std::string> get_env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr) return std::nullopt;

@@ -20,6 +20,13 @@ bool stdout_is_terminal() {
 
 std::int64_t current_pid() { return static_cast<std::int64_t>(::GetCurrentProcessId()); }
 
+std::uint64_t physical_memory_bytes() {
+  MEMORYSTATUSEX status{};
+  status.dwLength = sizeof status;
+  if (!::GlobalMemoryStatusEx(&status)) return 0;
+  return status.ullTotalPhys;
+}
+
 std::optional<std::string> get_env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr) return std::nullopt;

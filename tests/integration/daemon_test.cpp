@@ -1,18 +1,25 @@
 // `baton serve` and the client verbs as real processes: the daemon is the built `baton`
 // executable, its workers are the example Python trainer, and the checks go through the CLI and
 // the socket exactly as a user would.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -446,4 +453,294 @@ TEST_CASE("status shows the total a command worker reports when its job cannot g
   CHECK_THAT(list.out, Catch::Contains("12/12"));
   d.signal(false);
   CHECK(d.wait(10s) == baton::os::exit_status::exited(0));
+}
+
+// ---- issue 12: one daemon per state directory, a socket that stays open, limits ----
+
+TEST_CASE("a second daemon on the same state directory refuses, naming the first's pid",
+          "[integration][daemon]") {
+  // Two daemons with different sockets once both ran the same queued jobs.
+  const auto dir = scratch("second-daemon");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const auto pid = std::to_string(d.pid());
+  auto second = run_baton(
+      {"serve", "--state-dir", (dir / "state").string(), "--socket", (dir / "other.sock").string()},
+      err, 20s);
+  CHECK(second.code == 1);
+  const auto said = take_err(err);
+  CHECK_THAT(said, Catch::Contains("state directory " + (dir / "state").string() +
+                                   " is in use by `baton serve` (pid " + pid + "; lock file " +
+                                   (dir / "state" / "baton.lock").string() + ")"));
+  CHECK_FALSE(fs::exists(dir / "other.sock"));
+
+  // `baton run` on the daemon's state directory is refused with the daemon's pid.
+  const auto job = write_job(dir, "solo", 1, 1);
+  auto run = run_baton({"run", job.string(), "--state-dir", (dir / "state").string()}, err, 20s);
+  CHECK(run.code == 1);
+  CHECK_THAT(take_err(err), Catch::Contains("is owned by the baton daemon (pid " + pid +
+                                            "): submit the job to it with `baton submit"));
+  CHECK_FALSE(fs::exists(dir / "state" / "jobs" / "solo"));
+  CHECK(control_client::call(d.socket(), "GET", "/v1/health")->status == 200);
+  d.signal(false);
+  REQUIRE(d.wait(10s));
+}
+
+TEST_CASE("100 simultaneous submits get 100 distinct ids", "[integration][daemon]") {
+  const auto dir = scratch("hundred");
+  daemon_process d(dir);
+  // Queued behind a first job that takes a while, so the daemon is busy with a worker too.
+  const auto doc = json::parse(read_text(write_job(dir, "many", 1, 1)));
+  std::mutex mu;
+  std::vector<std::string> ids, failures;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 100; ++i) {
+    clients.emplace_back([&] {
+      auto r = control_client::call(d.socket(), "POST", "/v1/jobs",
+                                    json{{"spec", doc}, {"base_dir", dir.string()}}, 30s);
+      std::lock_guard g(mu);
+      if (r && r->status == 201) {
+        ids.push_back(r->body.at("id").get<std::string>());
+      } else {
+        failures.push_back(r ? r->body.dump() : r.error().message);
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  INFO(failures.size() << " failed, first: " << (failures.empty() ? "" : failures[0]));
+  CHECK(failures.empty());
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids.size() == 100);
+  CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+  auto list = control_client::call(d.socket(), "GET", "/v1/jobs");
+  REQUIRE(list);
+  CHECK(list->body.at("jobs").size() == 100);
+  std::size_t folders = 0;
+  for (const auto& e : fs::directory_iterator(dir / "state" / "jobs")) folders += e.is_directory();
+  CHECK(folders == 100);
+  d.signal(false);
+  REQUIRE(d.wait(30s));
+}
+
+namespace {
+
+// Opens `n` connections to `socket` and holds them, idle, until the returned fds are closed.
+std::vector<int> idle_connections(const fs::path& socket, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0) break;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd);
+      continue;
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+// Every `baton list` and health call within 1 s, `rounds` times.
+void owner_is_answered(const daemon_process& d, const fs::path& err, int rounds) {
+  for (int i = 0; i < rounds; ++i) {
+    const auto t0 = clock_type::now();
+    auto h = control_client::call(d.socket(), "GET", "/v1/health", nullptr, 1s);
+    REQUIRE(h);
+    CHECK(h->status == 200);
+    CHECK(clock_type::now() - t0 < 1s);
+  }
+  const auto t0 = clock_type::now();
+  auto list = run_baton({"list", "--socket", d.socket().string()}, err);
+  CHECK(list.code == 0);
+  CHECK(clock_type::now() - t0 < 5s);  // a whole process start included
+}
+
+}  // namespace
+
+TEST_CASE("500 idle connections of the owner's uid: the owner still gets answers within 1 s",
+          "[integration][daemon]") {
+  // 65 idle connections once locked everyone out; 200 made clients see a raw Broken pipe.
+  const auto dir = scratch("idle-same-uid");
+  daemon_process d(dir);
+  auto fds = idle_connections(d.socket(), 500);
+  CHECK(fds.size() == 500);
+  owner_is_answered(d, dir / "client.err", 10);
+  for (const int fd : fds) ::close(fd);
+  d.signal(false);
+  REQUIRE(d.wait(10s));
+}
+
+TEST_CASE("500 idle connections of another uid: the owner still gets answers within 1 s",
+          "[integration][daemon]") {
+  if (::geteuid() != 0) BATON_SKIP("switching to another uid needs root");
+  const auto dir = scratch("idle-other-uid");
+  fs::permissions(dir, fs::perms::all, fs::perm_options::replace);
+  daemon_process d(dir);
+  fs::permissions(d.socket(), fs::perms::all, fs::perm_options::replace);
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    auto held = idle_connections(d.socket(), 500);
+    const char n = held.size() == 500 ? 'y' : 'n';
+    if (::write(ready[1], &n, 1) != 1) ::_exit(4);
+    ::pause();  // holds them until killed
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char n = 0;
+  REQUIRE(::read(ready[0], &n, 1) == 1);
+  ::close(ready[0]);
+  CHECK(n == 'y');
+  owner_is_answered(d, dir / "client.err", 10);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  d.signal(false);
+  REQUIRE(d.wait(10s));
+}
+
+TEST_CASE("a daemon's full socket answers a clear 503, which the client prints",
+          "[integration][daemon]") {
+  // One slot per uid, and it is busy with a request (header in, body still coming): nothing can
+  // be evicted, so a new client must get the daemon's message, not a reset or a Broken pipe.
+  const auto dir = scratch("full-503");
+  const auto settings = dir / "settings.json";
+  std::ofstream(settings) << R"({"max_connections": 2, "max_connections_per_uid": 1})";
+  daemon_process d(dir, {"--settings", settings.string()});
+  // One fills the uid's slot; three more whose requests were there at once are still served
+  // past the limit (up to twice max_connections): four busy ones leave no way in.
+  const std::string partial = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{";
+  std::vector<int> busy;
+  for (int tries = 0; busy.size() < 4 && tries < 50; ++tries) {
+    auto one = idle_connections(d.socket(), 1);
+    REQUIRE(one.size() == 1);
+    REQUIRE(::send(one[0], partial.data(), partial.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(partial.size()));
+    std::this_thread::sleep_for(50ms);
+    // Accepted before its bytes came, it was refused (and answered): not busy, try again.
+    pollfd p{one[0], POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) {
+      ::close(one[0]);
+    } else {
+      busy.push_back(one[0]);
+    }
+  }
+  REQUIRE(busy.size() == 4);
+  std::this_thread::sleep_for(200ms);
+  const auto err = dir / "client.err";
+  auto list = run_baton({"list", "--socket", d.socket().string()}, err);
+  CHECK(list.code == 1);
+  const auto said = take_err(err);
+  CHECK_THAT(said, Catch::Contains("baton: too many connections from uid " +
+                                   std::to_string(::geteuid()) + " (limit 1 per user); try again"));
+  CHECK_THAT(said, !Catch::Contains("Broken pipe") && !Catch::Contains("reset"));
+  for (const int fd : busy) ::close(fd);
+  d.signal(false);
+  REQUIRE(d.wait(10s));
+}
+
+TEST_CASE("validate and submit refuse jobs past the machine's limits, naming the field",
+          "[integration][daemon]") {
+  const auto dir = scratch("limits");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const auto sock = d.socket().string();
+  const auto job = [&](const std::string& name, const std::function<void(json&)>& change) {
+    auto doc = json::parse(read_text(write_job(dir, name, 1, 1)));
+    change(doc);
+    std::ofstream(dir / (name + ".json")) << doc.dump(2);
+    return (dir / (name + ".json")).string();
+  };
+  struct row {
+    std::string file, expected;
+  };
+  fs::create_directories(dir / "folder.csv");
+  const std::vector<row> rows = {
+      {job("threads", [](json& j) { j["training"]["threads"] = 1'000'000; }),
+       "training.threads: at most "},
+      {job("units",
+           [](json& j) {
+             j["model"]["layers"] = {{{"units", 1'000'000'000}, {"activation", "relu"}},
+                                     {{"units", 1}, {"activation", "sigmoid"}}};
+           }),
+       "model.layers[0].units: the job needs at least "},
+      {job("epochs", [](json& j) { j["training"]["epochs"] = 1e18; }),
+       "training.epochs: expected a positive integer no larger than 1000000000000"},
+      {job("folder",
+           [](json& j) {
+             j["data"] = {{"type", "csv"}, {"path", "folder.csv"}};
+           }),
+       "data.path: expected a regular file, got a folder: " + (dir / "folder.csv").string()},
+  };
+  for (const auto& r : rows) {
+    INFO(r.file);
+    auto v = run_baton({"validate", r.file}, err);
+    CHECK(v.code == 2);
+    CHECK_THAT(take_err(err), Catch::Contains(r.expected));
+    auto s = run_baton({"submit", r.file, "--socket", sock}, err);
+    CHECK(s.code == 2);
+    CHECK_THAT(take_err(err), Catch::Contains(r.expected));
+  }
+  // 1e18 where an integer is documented is an integer now (seed: up to 2^64 - 1).
+  auto ok =
+      run_baton({"validate", job("seed", [](json& j) { j["training"]["seed"] = 1e18; })}, err);
+  CHECK(ok.code == 0);
+  CHECK(control_client::call(d.socket(), "GET", "/v1/jobs")->body.at("jobs").empty());
+  d.signal(false);
+  REQUIRE(d.wait(10s));
+}
+
+TEST_CASE(
+    "cancel stops a command worker with the protocol stop, and kills one that ignores it "
+    "after stop_grace_ms",
+    "[integration][daemon]") {
+  const auto dir = scratch("cancel-grace");
+  const auto err = dir / "client.err";
+  daemon_process d(dir, {"--max-workers", "2"});
+  const auto sock = d.socket().string();
+  // The example trainer obeys `stop`: it checkpoints and exits 3, never killed.
+  const auto polite = trim(
+      run_baton({"submit", write_job(dir, "polite", 200, 200, 400).string(), "--socket", sock}, err)
+          .out);
+  // A deaf worker: says hello, reports progress, never reads stdin.
+  const auto deaf_py = dir / "deaf.py";
+  std::ofstream(deaf_py) << R"(import json, os, sys, time
+print(json.dumps({"type": "hello", "protocol": 1, "pid": os.getpid(), "worker": "deaf"}), flush=True)
+step = 0
+while True:
+    step += 1
+    print(json.dumps({"type": "progress", "step": step, "total_steps": 1000000, "epoch": 0,
+                      "loss": 1.0, "metrics": {}, "samples_per_sec": 1.0}), flush=True)
+    time.sleep(0.05)
+)";
+  const json deaf_doc = {
+      {"name", "deaf"},
+      {"worker", {{"command", {python(), deaf_py.string()}}, {"stop_grace_ms", 1500}}},
+      {"memory", {{"poll_ms", 50}}}};
+  std::ofstream(dir / "deaf.json") << deaf_doc.dump(2);
+  const auto deaf =
+      trim(run_baton({"submit", (dir / "deaf.json").string(), "--socket", sock}, err).out);
+  d.poll(polite, [](const json& s) { return s.at("step").get<int>() >= 3; });
+  d.poll(deaf, [](const json& s) { return s.at("step").get<int>() >= 3; });
+
+  CHECK(run_baton({"cancel", polite, "--socket", sock}, err).code == 0);
+  const auto asked = clock_type::now();
+  CHECK(run_baton({"cancel", deaf, "--socket", sock}, err).code == 0);
+  const auto p = d.poll(polite, [](const json& s) { return s.at("state") == "cancelled"; });
+  CHECK(p.at("shards")[0].at("cause") == "cancelled");
+  CHECK(p.at("checkpoint_step").get<int>() >= 3);  // it checkpointed on the stop
+  // The deaf one is still running inside its grace, then killed.
+  std::this_thread::sleep_for(500ms);
+  CHECK(d.status(deaf).at("state") == "running");
+  const auto s = d.poll(deaf, [](const json& s) { return s.at("state") == "cancelled"; });
+  CHECK(clock_type::now() - asked >= 1400ms);
+  CHECK(s.at("shards")[0].at("cause") == "cancelled");
+  INFO(d.log());
+  d.signal(false);
+  REQUIRE(d.wait(10s));
 }

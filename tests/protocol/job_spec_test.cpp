@@ -771,3 +771,122 @@ TEST_CASE("the shard length of a command worker needs no training section", "[un
   CHECK(g.steps_per_epoch == 4);
   CHECK(g.shard_steps == 12);
 }
+
+// ---- limits (issue 12, defect 7: inputs that validated and then crashed or hung) ----
+
+TEST_CASE("an integral float past 2^53 is an integer, then range-checked", "[unit][job_spec]") {
+  json doc = minimal();
+  doc["training"]["batch_size"] = 1e18;  // once "expected a positive integer"
+  doc["training"]["seed"] = 1e18;
+  auto spec = parse_job_spec(doc.dump(), base);
+  INFO(error_of(doc));
+  REQUIRE(spec);
+  CHECK(spec->training->batch_size == 1'000'000'000'000'000'000);
+  CHECK(spec->training->seed == 1'000'000'000'000'000'000u);
+
+  doc = minimal();
+  doc["training"]["epochs"] = 1e18;
+  CHECK(error_of(doc) ==
+        "training.epochs: expected a positive integer no larger than 1000000000000, got 1e+18");
+  doc["training"]["epochs"] = 1e19;  // past int64: still a number, not an integer we can hold
+  CHECK_THAT(error_of(doc), Catch::StartsWith("training.epochs: expected a positive integer"));
+  doc["training"]["epochs"] = 2.5;
+  CHECK(error_of(doc) == "training.epochs: expected a positive integer, got 2.5");
+}
+
+TEST_CASE("step counts are bounded so no total or ETA overflows", "[unit][job_spec]") {
+  json doc = minimal();  // 100 samples in batches of 32: 4 steps per epoch
+  doc["training"]["epochs"] = 1'000'000'000'000;
+  CHECK(error_of(doc) ==
+        "training.epochs: 1000000000000 epochs of 4 steps are 4000000000000 steps; a job may "
+        "have at most 1000000000000 (10^12)");
+  doc["training"]["epochs"] = 250'000'000'000;  // exactly 10^12 steps
+  CHECK(error_of(doc) == "<valid>");
+  CHECK(baton::protocol::planned_total_steps(*parse_job_spec(doc.dump(), base)) ==
+        baton::protocol::max_total_steps);
+  doc = minimal();
+  doc["shard"] = {{"steps", 1e13}};
+  CHECK(error_of(doc) ==
+        "shard.steps: expected a positive integer no larger than 1000000000000, got "
+        "10000000000000.0");
+}
+
+TEST_CASE("training.threads is at most 4 per core of the machine", "[unit][job_spec]") {
+  const baton::protocol::machine_limits two_cores{2, 0};
+  json doc = minimal();
+  doc["training"]["threads"] = 1'000'000;
+  auto spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  auto s = baton::protocol::check_job_limits(*spec, two_cores);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message ==
+        "training.threads: at most 8 (4 per core; this machine has 2 cores), got 1000000; 0 uses "
+        "one per core");
+  for (const int ok : {0, 1, 8}) {
+    doc["training"]["threads"] = ok;
+    CHECK(baton::protocol::check_job_limits(*parse_job_spec(doc.dump(), base), two_cores));
+  }
+}
+
+TEST_CASE("a model too big for its memory limit or the machine is refused before any run",
+          "[unit][job_spec]") {
+  json doc = minimal();  // 4 features -> 1e9 units -> 1
+  doc["model"]["layers"][0]["units"] = 1'000'000'000;
+  doc["memory"] = {{"soft_limit_mib", 4096}, {"hard_limit_mib", 6144}};
+  auto spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);  // the document itself is fine: the machine decides
+  const auto est = baton::protocol::estimate_memory(*spec);
+  CHECK(est.parameters == 6e9 + 1);  // 4*1e9 + 1e9 weights and biases, then 1e9 + 1
+  CHECK(est.bytes_per_parameter == 16);
+  CHECK(est.biggest_field == "model.layers[0].units");
+  const baton::protocol::machine_limits big{2, std::uint64_t{1} << 50};
+  auto s = baton::protocol::check_job_limits(*spec, big);
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message,
+             Catch::StartsWith("model.layers[0].units: the job needs at least 447.0 GiB "
+                               "(6000000001 parameters x 16 bytes for weights, gradients and "
+                               "Adam's two moments = 89.4 GiB, data 2.0 KiB, one batch's "
+                               "activations 357.6 GiB)") &&
+                 Catch::EndsWith(", more than memory.soft_limit_mib 4096 MiB"));
+
+  // No limit of its own: the machine's memory is the bound.
+  doc.erase("memory");
+  spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  const baton::protocol::machine_limits small{2, std::uint64_t{8} << 30};
+  s = baton::protocol::check_job_limits(*spec, small);
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::EndsWith(", more than this machine's 8.0 GiB of memory"));
+  CHECK(baton::protocol::check_job_limits(*spec, big));  // fits a petabyte
+
+  // Plain SGD keeps no state per parameter; a huge synthetic data set is named as the cause.
+  doc = minimal();
+  doc["training"]["optimizer"] = {{"type", "sgd"}};
+  doc["data"]["samples"] = 1e12;
+  spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  CHECK(baton::protocol::estimate_memory(*spec).bytes_per_parameter == 8);
+  s = baton::protocol::check_job_limits(*spec, small);
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::StartsWith("data.samples: the job needs at least 18.2 TiB"));
+
+  // The everyday job passes, and a job without a model (a command worker's) has nothing to check.
+  CHECK(baton::protocol::check_job_limits(*parse_job_spec(minimal().dump(), base), small));
+  auto command = parse_job_spec(R"({"name": "c", "worker": {"command": ["x"]}})", base);
+  REQUIRE(command);
+  CHECK(baton::protocol::check_job_limits(*command, small));
+}
+
+TEST_CASE("a data path that is a folder fails, naming the field", "[unit][job_spec]") {
+  const auto dir = scratch_dir("folder-data");
+  fs::create_directories(dir / "train.csv");
+  json doc = minimal();
+  doc["data"] = {{"type", "csv"}, {"path", "train.csv"}};
+  auto spec = parse_job_spec(doc.dump(), dir);
+  REQUIRE(spec);
+  auto files = baton::protocol::check_job_files(baton::os::env::default_env(), *spec);
+  REQUIRE_FALSE(files);
+  CHECK(files.error().message ==
+        "data.path: expected a regular file, got a folder: " + (dir / "train.csv").string());
+  fs::remove_all(dir);
+}

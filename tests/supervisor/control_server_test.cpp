@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
@@ -107,6 +108,20 @@ api_response must_call(const fs::path& socket, std::string_view method, std::str
   auto r = control_client::call(socket, method, target, body, 5s);
   REQUIRE(r);
   return *r;
+}
+
+// connect_raw without Catch (which is not thread-safe), for helper threads: -1 on failure.
+int connect_quiet(const fs::path& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 int connect_raw(const fs::path& path) {
@@ -282,24 +297,159 @@ TEST_CASE("a silent client is dropped after the timeout while others are served"
   ::close(slow);
 }
 
-TEST_CASE("connections past the session limit get 503", "[integration][control_server]") {
+TEST_CASE("a connection past the limit takes the slot of the longest-idle one, which gets 503",
+          "[integration][control_server]") {
+  // 65 idle connections once locked everyone out ("too many connections ... (limit 64)").
   control_server_options o;
-  o.max_sessions = 2;
+  o.max_sessions = 3;
+  o.max_sessions_per_uid = 2;
   running_server s("limit", o);
   const int a = connect_raw(s.socket());
+  std::this_thread::sleep_for(20ms);
   const int b = connect_raw(s.socket());
-  const auto busy = must_call(s.socket(), "GET", "/v1/health");
-  CHECK(busy.status == 503);
-  CHECK(busy.body["error"] == "too many connections to the baton daemon (limit 2); try again");
+  std::this_thread::sleep_for(20ms);
+  const auto served = must_call(s.socket(), "GET", "/v1/health");
+  CHECK(served.status == 200);
+  // The oldest idle one made room, with a message rather than a reset.
+  const auto evicted = read_until_closed(a);
+  CHECK_THAT(evicted, Catch::StartsWith("HTTP/1.1 503"));
+  const auto uid = std::to_string(::geteuid());
+  CHECK_THAT(evicted, Catch::Contains("{\"error\":\"the baton daemon closed this idle connection "
+                                      "to make room: too many connections from uid " +
+                                      uid + " (limit 2 per user); try again\",\"retry\":true}"));
   ::close(a);
-  // The server notices the close on its next read completion; give it a moment.
+  ::close(b);
+}
+
+TEST_CASE("when every slot is busy with a request, a newcomer gets a clear 503",
+          "[integration][control_server]") {
+  control_server_options o;
+  o.max_sessions = 3;
+  o.max_sessions_per_uid = 2;
+  running_server s("busy", o);
+  // Headers complete, bodies still coming: busy, not idle, so nobody can be evicted.
+  const std::string partial = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{";
+  // Two fill the uid's slots; four more whose requests were there at once are still served past
+  // the limit (up to twice max_sessions), so six busy ones leave no way in.
+  std::vector<int> busy;
+  for (int tries = 0; busy.size() < 6 && tries < 50; ++tries) {
+    const int fd = connect_raw(s.socket());
+    REQUIRE(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(partial.size()));
+    std::this_thread::sleep_for(30ms);
+    // Accepted before its bytes came, it was refused (and answered): not busy, try again.
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) {
+      ::close(fd);
+    } else {
+      busy.push_back(fd);
+    }
+  }
+  REQUIRE(busy.size() == 6);
+  std::this_thread::sleep_for(100ms);
+  const auto refused = must_call(s.socket(), "GET", "/v1/health");
+  CHECK(refused.status == 503);
+  CHECK(refused.body["error"] == "too many connections from uid " + std::to_string(::geteuid()) +
+                                     " (limit 2 per user); try again");
+  ::close(busy[0]);
   int status = 0;
   for (int i = 0; i < 100 && status != 200; ++i) {
     status = must_call(s.socket(), "GET", "/v1/health").status;
     if (status != 200) std::this_thread::sleep_for(20ms);
   }
   CHECK(status == 200);
-  ::close(b);
+  for (std::size_t i = 1; i < busy.size(); ++i) ::close(busy[i]);
+}
+
+TEST_CASE("an idle connection is closed after the header timeout, a slow body after the read one",
+          "[integration][control_server]") {
+  control_server_options o;
+  o.header_timeout = 300ms;
+  o.read_timeout = 1500ms;
+  running_server s("header-timeout", o);
+  const auto start = clock_type::now();
+  const int idle = connect_raw(s.socket());
+  CHECK(read_until_closed(idle).empty());  // nobody asked anything: closed silently
+  const auto idle_for = clock_type::now() - start;
+  CHECK(idle_for >= 250ms);
+  CHECK(idle_for < 1200ms);
+  ::close(idle);
+  // Its header in time, the body may take the rest of the request's deadline.
+  const int slow = connect_raw(s.socket());
+  const std::string head =
+      "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n";
+  REQUIRE(::send(slow, head.data(), head.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(head.size()));
+  std::this_thread::sleep_for(600ms);  // past the header timeout, within the read timeout
+  REQUIRE(::send(slow, "{}", 2, MSG_NOSIGNAL) == 2);
+  const auto answer = read_until_closed(slow);
+  CHECK_THAT(answer, Catch::StartsWith("HTTP/1.1 400"));  // answered (a body without a spec)
+  ::close(slow);
+}
+
+TEST_CASE("500 idle connections of the owner's uid: the owner still gets answers within 1 s",
+          "[integration][control_server]") {
+  running_server s("flood");  // the defaults: 256 in all, 32 per uid, 5 s header timeout
+  std::vector<int> idle;
+  for (int i = 0; i < 500; ++i) idle.push_back(connect_raw(s.socket()));
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = clock_type::now();
+    auto r = control_client::call(s.socket(), "GET", "/v1/health", nullptr, 1s);
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(clock_type::now() - t0 < 1s);
+  }
+  // The ones that made room were told why; at most one uid's share is still held.
+  int told = 0;
+  for (const int fd : idle) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) {
+      char buf[512];
+      const auto n = ::read(fd, buf, sizeof buf);
+      if (n > 0 && std::string(buf, static_cast<std::size_t>(n)).rfind("HTTP/1.1 503", 0) == 0) {
+        ++told;
+      }
+    }
+    ::close(fd);
+  }
+  CHECK(told >= 500 - 32);
+}
+
+TEST_CASE("a client reconnecting in a loop does not keep the daemon unreachable",
+          "[integration][control_server]") {
+  running_server s("reconnect");
+  std::atomic<bool> done{false};
+  // 64 clients (more than one uid's share) that each reconnect the moment their connection is
+  // closed, evicted or timed out, and never send a thing: they keep evicting each other.
+  std::atomic<int> reconnects{0};
+  std::thread churn([&] {
+    std::vector<pollfd> fds;
+    for (int i = 0; i < 64; ++i) fds.push_back({connect_quiet(s.socket()), POLLIN, 0});
+    while (!done) {
+      if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+      for (auto& p : fds) {
+        if (p.revents == 0) continue;
+        if (p.fd >= 0) ::close(p.fd);
+        p.fd = connect_quiet(s.socket());
+        p.revents = 0;
+        ++reconnects;
+      }
+    }
+    for (const auto& p : fds) {
+      if (p.fd >= 0) ::close(p.fd);
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = clock_type::now();
+    auto r = control_client::call(s.socket(), "GET", "/v1/health", nullptr, 1s);
+    CHECK(r);
+    if (r) CHECK(r->status == 200);
+    CHECK(clock_type::now() - t0 < 1s);
+  }
+  done = true;
+  churn.join();
+  CHECK(reconnects > 20);  // the loop really ran against the limits
 }
 
 TEST_CASE("stop() closes live sessions at once", "[integration][control_server]") {

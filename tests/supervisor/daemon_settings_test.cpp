@@ -163,3 +163,38 @@ TEST_CASE("a long wrong value is cut on a UTF-8 boundary", "[unit][daemon_settin
   REQUIRE_NOTHROW(e = error_of(R"({"max_workers": ")" + value + "\"}"));
   CHECK(e == "max_workers: expected a positive integer, got \"" + std::string(60, 'a') + "...\"");
 }
+
+TEST_CASE("connection limits: defaults, ranges, per uid below the global limit",
+          "[unit][daemon_settings]") {
+  auto d = parse_daemon_settings("{}", "/etc/baton");
+  REQUIRE(d);
+  CHECK(d->header_timeout_ms == 5000);
+  CHECK(d->max_connections == 256);
+  CHECK(d->max_connections_per_uid == 32);
+  auto s = parse_daemon_settings(
+      R"({"header_timeout_ms": 800, "max_connections": 40, "max_connections_per_uid": 4})",
+      "/etc/baton");
+  REQUIRE(s);
+  CHECK(s->header_timeout_ms == 800);
+  CHECK(s->max_connections == 40);
+  CHECK(s->max_connections_per_uid == 4);
+  CHECK(to_json(*s).at("max_connections_per_uid") == 4);
+  CHECK_THAT(error_of(R"({"max_connections": 8, "max_connections_per_uid": 8})"),
+             Catch::Contains("max_connections_per_uid: must be below max_connections (8 >= 8)"));
+  auto small = parse_daemon_settings(R"({"max_connections": 10})", "/etc/baton");
+  REQUIRE(small);
+  CHECK(small->max_connections_per_uid == 5);  // follows it down when left out
+  CHECK_THAT(error_of(R"({"max_connections": 1})"),
+             Catch::Contains("max_connections_per_uid: must be below max_connections (1 >= 1)"));
+  CHECK_THAT(error_of(R"({"max_connections_per_uid": 300})"),
+             Catch::Contains("max_connections_per_uid: must be below max_connections (300 >= "
+                             "256)"));
+  CHECK_THAT(error_of(R"({"header_timeout_ms": 0})"),
+             Catch::Contains("header_timeout_ms: expected a positive integer, got 0"));
+  CHECK_THAT(error_of(R"({"header_timeout_ms": 6000000})"),
+             Catch::Contains("header_timeout_ms: expected at most 600000"));
+  CHECK_THAT(error_of(R"({"max_connections": 100000})"),
+             Catch::Contains("max_connections: expected at most 65536"));
+  CHECK_THAT(error_of(R"({"max_connection": 5})"),
+             Catch::Contains("did you mean \"max_connections\"?"));
+}

@@ -16,9 +16,11 @@
 #include <string>
 
 #include "os/mem_env.h"
+#include "os/system.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_store.h"
 #include "support/fake_launcher.h"
+#include "support/mem_state_locker.h"
 #include "support/test_paths.h"
 
 using namespace baton::supervisor;
@@ -58,6 +60,7 @@ struct fixture {
     options.handle_signals = false;
     options.become_subreaper = false;
     options.launcher = &launcher;
+    options.locker = &locker;
     options.hooks.log = [this](log_level, const std::string& m) { log += m + "\n"; };
     options.hooks.on_stopped = [this](int code) {
       stopped_code = code;
@@ -149,6 +152,7 @@ struct fixture {
   baton::os::mem_env files;
   baton::test::fake_launcher launcher;
   baton::test::fake_trainer trainer;
+  baton::test::mem_state_locker locker;
   asio::io_context io;
   daemon_options options;
   std::unique_ptr<baton::supervisor::daemon> d;
@@ -253,15 +257,43 @@ TEST_CASE("cancel: a queued job never starts, a running one stops", "[unit][daem
   REQUIRE(f.run_until([&] { return f.status(a).at("step").get<int>() > 0; }));
   r = f.call(cancel_call{a});
   CHECK(r.status == 202);
-  REQUIRE(f.run_until([&] { return f.state(a) == "cancelled"; }));
+  // Cancelled, and the runner handed back (its rest is posted after the state changes).
+  REQUIRE(f.run_until([&] { return f.state(a) == "cancelled" && f.d->running_count() == 0; }));
   CHECK(f.d->running_count() == 0);
   CHECK(f.status(b).at("shards").empty());
   REQUIRE(f.launcher.workers.size() == 1);
-  CHECK(f.launcher.workers[0]->killed());  // a cancel does not wait for a checkpoint
+  // The protocol stop first (DAEMON.md); a worker that obeys it is never killed.
+  CHECK(f.launcher.workers[0]->stop_received());
+  CHECK_FALSE(f.launcher.workers[0]->killed());
   CHECK(f.status(a).at("shards")[0].at("cause") == "cancelled");
   // The queued job's cancel is in its log like a running one's.
   auto logs = f.call(logs_call{b, 0});
   CHECK_THAT(logs.body.at("data").get<std::string>(), Catch::Contains("[baton] job cancelled"));
+}
+
+TEST_CASE("cancel kills a worker that ignores the stop, but only after stop_grace_ms",
+          "[unit][daemon]") {
+  fixture f("cancel-grace", 1);
+  f.start();
+  f.train(5);
+  // The trainer, deaf: it never reads the stop.
+  f.launcher.script = [inner = f.trainer.script()](baton::test::fake_process& p) {
+    inner(p);
+    p.on_stdin = nullptr;
+  };
+  json doc = job_doc("deaf", 200, 200);
+  doc["worker"]["stop_grace_ms"] = 300;
+  const auto id = f.submit(doc);
+  REQUIRE(f.run_until([&] { return f.status(id).at("step").get<int>() > 0; }));
+  const auto asked = std::chrono::steady_clock::now();
+  REQUIRE(f.call(cancel_call{id}).status == 202);
+  REQUIRE(f.run_until([&] { return f.state(id) == "cancelled"; }));
+  const auto waited = std::chrono::steady_clock::now() - asked;
+  REQUIRE(f.launcher.workers.size() == 1);
+  CHECK(f.launcher.workers[0]->stop_received());
+  CHECK(f.launcher.workers[0]->killed());
+  CHECK(waited >= 290ms);
+  CHECK(f.status(id).at("shards")[0].at("cause") == "cancelled");
 }
 
 TEST_CASE("shutdown checkpoints running jobs and leaves them queued on disk", "[unit][daemon]") {
@@ -310,6 +342,93 @@ TEST_CASE("a forced stop kills the workers and leaves their jobs queued, shard c
   REQUIRE(rec->record.shards.size() == 1);
   CHECK(rec->record.shards[0].cause == exit_cause::stopped);
   CHECK(rec->record.shards[0].detail == "killed: the baton daemon was forced to stop");
+}
+
+TEST_CASE("a second daemon on the same state directory refuses, naming the first one's pid",
+          "[unit][daemon]") {
+  // Two daemons with different sockets once both started and ran the same queued jobs.
+  fixture f("second-daemon", 1);
+  f.start();
+  const auto id = f.submit(job_doc("only", 1));
+  auto second_options = f.options;
+  second_options.settings.socket = f.dir / "other.sock";
+  std::string second_log;
+  second_options.hooks.log = [&](log_level, const std::string& m) { second_log += m + "\n"; };
+  asio::io_context io2;
+  baton::supervisor::daemon second(io2, f.files, second_options);
+  auto s = second.start();
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "state directory " + state_dir.string() +
+                                 " is in use by `baton serve` (pid " +
+                                 std::to_string(baton::os::current_pid()) + "; lock file " +
+                                 (state_dir / "baton.lock").string() +
+                                 "); stop it first, or give this daemon another --state-dir");
+  CHECK_FALSE(fs::exists(f.dir / "other.sock"));             // refused before it bound anything
+  CHECK(second_log.find("recovered") == std::string::npos);  // and before it touched a job
+  CHECK(second.running_count() == 0);
+  REQUIRE(f.run_until([&] { return f.state(id) == "completed"; }));
+  // Once the first is gone, the directory is free.
+  f.d.reset();
+  CHECK_FALSE(f.locker.is_held(state_dir));
+  asio::io_context io3;
+  auto third_options = second_options;
+  baton::supervisor::daemon third(io3, f.files, third_options);
+  CHECK(third.start());
+}
+
+TEST_CASE("a half-written submit found at start is removed and logged, not failed",
+          "[unit][daemon]") {
+  // A daemon killed mid-submit once left a phantom `failed` job with an unreadable record.
+  fixture f("half-written", 1);
+  const auto kept = f.make("kept", job_state::completed, 100);
+  auto store = f.store();
+  REQUIRE(f.files.create_dirs(store.checkpoint_dir("half-1")));
+  REQUIRE(f.files.put(store.spec_path("half-1"), "{\"name\": \"half\"}"));
+  REQUIRE(f.files.create_dirs(store.checkpoint_dir("bare-1")));
+  f.start();
+  auto list = f.call(list_call{});
+  REQUIRE(list.status == 200);
+  REQUIRE(list.body.at("jobs").size() == 1);
+  CHECK(list.body["jobs"][0]["id"] == kept);
+  CHECK(f.call(status_call{"half-1"}).status == 404);
+  CHECK_THAT(f.log, Catch::Contains("job half-1: removed a half-written submit") &&
+                        Catch::Contains("job bare-1: removed a half-written submit"));
+  CHECK_THAT(f.log, Catch::Contains("0 to run, 0 paused, 0 failed"));
+  CHECK_FALSE(f.files.file_exists(store.job_dir("half-1")));
+  // Nobody was ever given that id: the next job of that name gets it.
+  CHECK(f.submit(job_doc("half", 1)) == "half-1");
+}
+
+TEST_CASE("submit refuses jobs past the machine's limits, naming the field", "[unit][daemon]") {
+  fixture f("limits", 1);
+  f.options.settings.default_soft_limit_mib = 4096;
+  f.options.settings.default_hard_limit_mib = 6144;
+  f.start();
+  const auto refused = [&](const json& doc) {
+    auto r = f.call(submit_call{doc, base.string(), 0});
+    INFO(r.body.dump());
+    CHECK(r.status == 400);
+    return r.body.value("error", "");
+  };
+  json threads = job_doc("threads", 1);
+  threads["training"]["threads"] = 1'000'000;
+  CHECK_THAT(refused(threads), Catch::StartsWith("training.threads: at most "));
+  json units = job_doc("units", 1);
+  units["model"]["layers"] = {{{"units", 1'000'000'000}, {"activation", "relu"}},
+                              {{"units", 1}, {"activation", "sigmoid"}}};
+  // The daemon's default_memory is what the job would run under.
+  CHECK_THAT(refused(units), Catch::StartsWith("model.layers[0].units: the job needs at least ") &&
+                                 Catch::EndsWith("more than memory.soft_limit_mib 4096 MiB"));
+  json epochs = job_doc("epochs", 1);
+  epochs["training"]["epochs"] = 1e18;
+  CHECK_THAT(refused(epochs), Catch::StartsWith("training.epochs: expected a positive integer"));
+  json folder = job_doc("folder", 1);
+  REQUIRE(f.files.create_dirs(base / "data.csv"));
+  folder["data"] = {{"type", "csv"}, {"path", "data.csv"}};
+  CHECK(refused(folder) ==
+        "data.path: expected a regular file, got a folder: " + (base / "data.csv").string());
+  auto list = f.call(list_call{});
+  CHECK(list.body.at("jobs").empty());
 }
 
 TEST_CASE("recovery: creation order, paused kept, damaged records failed", "[unit][daemon]") {

@@ -205,7 +205,7 @@ starting | requeued | ignored
 starting | checkpoint_found | ignored
 starting | start | ignored
 starting | resume_point | ignored
-starting | cancel | stopping | kill_group; cancel_timer{grace}
+starting | cancel | stopping | send_stop; start_timer{grace,30000}
 starting | pause | stopping | send_stop; start_timer{grace,30000}
 starting | resume | ignored
 starting | save_failed | stopping | send_stop; start_timer{grace,30000}
@@ -231,7 +231,7 @@ running | requeued | ignored
 running | checkpoint_found | ignored
 running | start | ignored
 running | resume_point | ignored
-running | cancel | stopping | kill_group; cancel_timer{grace}
+running | cancel | stopping | send_stop; start_timer{grace,30000}
 running | pause | stopping | send_stop; start_timer{grace,30000}
 running | resume | ignored
 running | save_failed | stopping | send_stop; start_timer{grace,30000}
@@ -257,7 +257,7 @@ stopping | requeued | ignored
 stopping | checkpoint_found | ignored
 stopping | start | ignored
 stopping | resume_point | ignored
-stopping | cancel | stopping | kill_group; cancel_timer{grace}
+stopping | cancel | stopping |
 stopping | pause | stopping |
 stopping | resume | ignored
 stopping | save_failed | stopping |
@@ -505,4 +505,41 @@ TEST_CASE("completed and cancelled ignore every event", "[unit][job_machine]") {
       CHECK(m.job == standing);
     }
   }
+}
+
+TEST_CASE("cancel asks the worker to stop and kills it only after stop_grace_ms",
+          "[unit][job_machine]") {
+  // DAEMON.md promises the protocol stop first; the worker once got SIGKILL at once.
+  auto m = setups().at("running")();
+  const auto actions = [&] {
+    std::vector<std::string> got;
+    for (const auto& a : m.last.actions) got.push_back(describe(a));
+    return got;
+  };
+  m.on(ev::cancel_requested{});
+  CHECK(actions() == std::vector<std::string>{"send_stop", "start_timer{grace,30000}"});
+  m.on(ev::progress{21});  // still stepping while it saves: no kill yet
+  CHECK(actions().empty());
+  m.on(ev::grace_elapsed{});
+  CHECK(actions() == std::vector<std::string>{"kill_group"});
+  m.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 40000});
+  CHECK(m.job.state == job_state::cancelled);
+  CHECK(actions() == std::vector<std::string>{"cancel_timer{stall}", "cancel_timer{grace}",
+                                              "record_exit{cancelled,signal 9,}",
+                                              "log_event{job cancelled}", "persist"});
+
+  // A worker that stops within the grace is never killed.
+  m = setups().at("running")();
+  m.on(ev::cancel_requested{});
+  m.on(ev::worker_exited{exit_status::exited(3), done_msg{21, false}, 2000});
+  CHECK(m.job.state == job_state::cancelled);
+  for (const auto& a : actions()) CHECK(a != "kill_group");
+
+  // A cancel during a stop already on its way (a soft-limit recycle) keeps that stop's grace
+  // timer and ends cancelled, not restarted.
+  m = setups().at("stopping")();
+  m.on(ev::cancel_requested{});
+  CHECK(actions().empty());
+  m.on(ev::worker_exited{exit_status::exited(3), done_msg{20, false}, 2000});
+  CHECK(m.job.state == job_state::cancelled);
 }

@@ -205,3 +205,69 @@ TEST_CASE("job store save failures keep the previous record and its generation",
   CHECK(back->record.seq == seq + 1);
   fs::remove_all(dir);
 }
+
+TEST_CASE("a create is durable before it returns: the jobs folder is synced last",
+          "[unit][job_store]") {
+  // An acknowledged submit must survive a crash: spec and record fsynced, the job's folder
+  // synced (by the record's write), and jobs/ synced so the new folder's entry is on disk too.
+  using op = baton::os::fault_env::op;
+  const auto dir = scratch("durable");
+  baton::os::fault_env e(baton::os::env::default_env());
+  job_store store(e, dir);
+  REQUIRE(store.open());
+  const auto before = e.op_count(op::sync_dir);
+  REQUIRE(store.create(small_spec("d"), 10));
+  const auto syncs = e.op_count(op::sync_dir) - before;
+  REQUIRE(syncs >= 3);  // spec's folder, record's folder, jobs/
+  std::vector<fs::path> synced;
+  e.call_at(
+      syncs, [&](op, const fs::path& p) { synced.push_back(p); }, op::sync_dir);
+  auto r = store.create(small_spec("d"), 10);
+  REQUIRE(r);
+  REQUIRE(synced.size() == 1);
+  CHECK(synced[0] == dir / "jobs");
+  // A failed sync of jobs/ fails the create: nothing is acknowledged that might not be there.
+  e.fail_at(syncs, "Input/output error", false, op::sync_dir);
+  auto failed = store.create(small_spec("d"), 10);
+  REQUIRE_FALSE(failed);
+  CHECK_THAT(failed.error().message, Catch::Contains("Input/output error"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a create cut short leaves a folder that sweep_incomplete removes", "[unit][job_store]") {
+  // A daemon killed mid-submit once left a folder with a spec and no record: the next daemon
+  // listed it as a failed job with an unreadable record, though nobody was ever told it existed.
+  using op = baton::os::fault_env::op;
+  const auto dir = scratch("sweep");
+  baton::os::fault_env e(baton::os::env::default_env());
+  job_store store(e, dir);
+  REQUIRE(store.open());
+  REQUIRE(store.create(small_spec("kept"), 10));
+  // Crash at the record's rename: spec written, record never in place.
+  e.call_at(
+      2, [](op, const fs::path&) { throw std::runtime_error("crash"); }, op::rename_file);
+  CHECK_THROWS(store.create(small_spec("half"), 10));
+  e.disarm();
+  REQUIRE(fs::exists(store.spec_path("half-1")));
+  fs::create_directories(store.job_dir("empty-1"));  // cut short even earlier
+  fs::create_directories(dir / "jobs" / ".hidden");  // not a job id: never touched
+
+  job_store next(baton::os::env::default_env(), dir);
+  auto removed = next.sweep_incomplete();
+  REQUIRE(removed);
+  CHECK(*removed == std::vector<std::string>{"empty-1", "half-1"});
+  CHECK_FALSE(fs::exists(store.job_dir("half-1")));
+  CHECK_FALSE(fs::exists(store.job_dir("empty-1")));
+  CHECK(fs::exists(dir / "jobs" / ".hidden"));
+  auto ids = next.list();
+  REQUIRE(ids);
+  CHECK(*ids == std::vector<std::string>{"kept-1"});
+  // Never acknowledged, so its id is free again.
+  auto again = next.create(small_spec("half"), 10);
+  REQUIRE(again);
+  CHECK(again->id == "half-1");
+  auto none = next.sweep_incomplete();
+  REQUIRE(none);
+  CHECK(none->empty());
+  fs::remove_all(dir);
+}

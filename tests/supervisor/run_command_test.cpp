@@ -10,9 +10,11 @@
 #include <string>
 
 #include "os/mem_env.h"
+#include "os/system.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_store.h"
 #include "support/fake_launcher.h"
+#include "support/mem_state_locker.h"
 #include "support/test_paths.h"
 
 using namespace baton::supervisor;
@@ -63,6 +65,7 @@ struct fixture {
     o.state_dir = (mem_root() / "state").string();
     o.json = true;
     o.become_subreaper = false;
+    o.locker = &locker;
     const int code = baton::supervisor::run_job(o, ctx, launcher);
     json summary;
     if (!out.str().empty()) summary = json::parse(out.str(), nullptr, false);
@@ -90,6 +93,7 @@ struct fixture {
   baton::os::mem_env files;
   baton::test::fake_launcher launcher;
   baton::test::fake_trainer trainer;
+  baton::test::mem_state_locker locker;
 };
 
 }  // namespace
@@ -165,5 +169,42 @@ TEST_CASE("baton run refuses a job whose config changed since its state was made
   const auto r = f.run();
   CHECK(r.code == baton::supervisor::exit_invalid);
   CHECK_THAT(r.err, Catch::Contains("was started from a different config"));
+  CHECK(f.launcher.workers.empty());
+}
+
+TEST_CASE("baton run refuses a state directory a daemon owns, naming the daemon's pid",
+          "[unit][run]") {
+  fixture f;
+  auto daemon_lock = f.locker.lock(mem_root() / "state", "baton serve");
+  REQUIRE(daemon_lock);
+  const auto r = f.run();
+  CHECK(r.code == baton::supervisor::exit_failure);
+  CHECK(r.err == "state directory " + (mem_root() / "state").string() +
+                     " is owned by the baton daemon (pid " +
+                     std::to_string(baton::os::current_pid()) +
+                     "): submit the job to it with `baton submit " +
+                     (mem_root() / "job.json").string() + "`, or stop the daemon first\n");
+  CHECK(f.launcher.workers.empty());
+  job_store store(f.files, mem_root() / "state");
+  CHECK_FALSE(store.exists("j"));
+  // Another run holds it: the generic message, with that run's pid.
+  daemon_lock->reset();
+  auto run_lock = f.locker.lock(mem_root() / "state", "baton run");
+  REQUIRE(run_lock);
+  CHECK_THAT(f.run().err, Catch::Contains("is in use by `baton run` (pid "));
+  run_lock->reset();
+  // Free again: the run proceeds, and holds the directory only while it runs.
+  CHECK(f.run().code == baton::supervisor::exit_ok);
+  CHECK_FALSE(f.locker.is_held(mem_root() / "state"));
+}
+
+TEST_CASE("baton run refuses a job past the machine's limits before any worker", "[unit][run]") {
+  fixture f;
+  json doc = job_doc("j");
+  doc["training"]["threads"] = 1'000'000;
+  f.write_config(doc);
+  const auto r = f.run();
+  CHECK(r.code == baton::supervisor::exit_invalid);
+  CHECK_THAT(r.err, Catch::StartsWith("training.threads: at most "));
   CHECK(f.launcher.workers.empty());
 }
