@@ -43,7 +43,7 @@ TEST_CASE("v1 memory is total_rss plus kmem, never cache", "[unit][cgroup]") {
   CHECK_FALSE(cg::v1_memory_bytes("rss 5\n", 1));
 }
 
-TEST_CASE("/proc/self/cgroup names the v2 path and the v1 memory path", "[unit][cgroup]") {
+TEST_CASE("a process cgroup file (/proc/self/cgroup) names the v2 path and the v1 memory path", "[unit][cgroup]") {
   const auto hybrid = cg::parse_proc_cgroup(
       "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/3b8c\n2:cpu,cpuacct:/\n0::/\n");
   CHECK(hybrid.v2 == "/");
