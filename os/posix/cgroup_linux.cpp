@@ -18,31 +18,6 @@ namespace baton::os::cgroup {
 
 namespace {
 
-// Reads a small kernel file whole (cgroup and /proc files report size 0: no fstat).
-result<std::string> read_text(const std::string& path, int* err_out = nullptr) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (err_out != nullptr) *err_out = errno;
-    return make_error("open " + path + ": " + std::strerror(errno));
-  }
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      if (err_out != nullptr) *err_out = err;
-      return make_error("read " + path + ": " + std::strerror(err));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 // One write(2) of `text`: a cgroup file takes a whole value per write.
 status write_text(const std::string& path, const std::string& text, int* err_out = nullptr) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -91,7 +66,7 @@ std::vector<std::string> job_dirs(const std::string& base) {
 // Gives the v2 cgroup `dir` the memory controller for its children. v2's "no internal processes"
 // rule refuses (EBUSY) while a process sits in `dir` itself, unless `dir` is the root.
 status enable_memory(const std::string& dir) {
-  auto enabled = read_text(dir + "/cgroup.subtree_control");
+  auto enabled = procfs::read_kernel_file(dir + "/cgroup.subtree_control");
   if (enabled && has_word(*enabled, "memory")) return {};
   return write_text(dir + "/cgroup.subtree_control", "+memory");
 }
@@ -118,8 +93,8 @@ std::string hierarchy::describe() const {
 hierarchy set_up(const std::string& state_key, std::string& why_not) {
   hierarchy h;
   h.name = supervisor_dir_name(state_key);
-  auto info = read_text("/proc/self/mountinfo");
-  auto self = read_text("/proc/self/cgroup");
+  auto info = procfs::read_kernel_file("/proc/self/mountinfo");
+  auto self = procfs::read_kernel_file("/proc/self/cgroup");
   if (!info || !self) {
     why_not = "cannot read /proc/self/mountinfo or /proc/self/cgroup";
     return h;
@@ -137,7 +112,7 @@ hierarchy set_up(const std::string& state_key, std::string& why_not) {
         reasons.push_back(base + "/cgroup.procs is not writable");
       } else {
         h.v2_base = base;
-        auto controllers = read_text(*own + "/cgroup.controllers");
+        auto controllers = procfs::read_kernel_file(*own + "/cgroup.controllers");
         if (controllers && has_word(*controllers, "memory")) {
           auto s = enable_memory(*own);
           if (!s) {
@@ -186,16 +161,16 @@ std::vector<std::string> job_cgroup::procs_files() const {
 
 result<std::uint64_t> job_cgroup::memory_bytes() const {
   if (v2_memory_) {
-    auto stat = read_text(v2_dir_ + "/memory.stat");
+    auto stat = procfs::read_kernel_file(v2_dir_ + "/memory.stat");
     if (!stat) return stat.error();
     return v2_memory_bytes(*stat);
   }
   if (!v1_dir_.empty()) {
-    auto stat = read_text(v1_dir_ + "/memory.stat");
+    auto stat = procfs::read_kernel_file(v1_dir_ + "/memory.stat");
     if (!stat) return stat.error();
     std::optional<std::uint64_t> kmem;
     // Absent where the kernel has no v1 kmem accounting: anonymous memory alone then.
-    if (auto k = read_text(v1_dir_ + "/memory.kmem.usage_in_bytes")) {
+    if (auto k = procfs::read_kernel_file(v1_dir_ + "/memory.kmem.usage_in_bytes")) {
       if (const auto v = parse_pids(*k); v.size() == 1) kmem = static_cast<std::uint64_t>(v[0]);
     }
     return v1_memory_bytes(*stat, kmem);
@@ -210,7 +185,7 @@ result<std::uint64_t> job_cgroup::memory_bytes() const {
 }
 
 result<std::vector<std::int64_t>> job_cgroup::members() const {
-  auto text = read_text(tracking_dir() + "/cgroup.procs");
+  auto text = procfs::read_kernel_file(tracking_dir() + "/cgroup.procs");
   if (!text) return text.error();
   return parse_pids(*text);
 }
@@ -227,7 +202,8 @@ result<int> job_cgroup::kill_all(std::chrono::milliseconds wait) const {
   auto first = members();
   if (!first) {
     int err = 0;
-    if (!read_text(tracking_dir() + "/cgroup.procs", &err) && err == ENOENT) return 0;
+    if (!procfs::read_kernel_file(tracking_dir() + "/cgroup.procs", &err) && err == ENOENT)
+      return 0;
     return first.error();
   }
   for (const auto pid : *first) seen.insert(pid);

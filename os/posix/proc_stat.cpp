@@ -13,12 +13,12 @@
 
 namespace baton::os::procfs {
 
-namespace {
-
-// Reads a small /proc file in one go; /proc files report size 0, so no fstat.
-result<std::string> read_small(const std::string& path) {
+result<std::string> read_kernel_file(const std::string& path, int* err_out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error("open " + path + ": " + std::strerror(errno));
+  if (fd < 0) {
+    if (err_out != nullptr) *err_out = errno;
+    return make_error("open " + path + ": " + std::strerror(errno));
+  }
   std::string out;
   char buf[4096];
   for (;;) {
@@ -27,6 +27,7 @@ result<std::string> read_small(const std::string& path) {
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
+      if (err_out != nullptr) *err_out = err;
       return make_error("read " + path + ": " + std::strerror(err));
     }
     if (n == 0) break;
@@ -35,6 +36,8 @@ result<std::string> read_small(const std::string& path) {
   ::close(fd);
   return out;
 }
+
+namespace {
 
 // Next space-separated field of `s`, advancing it.
 std::string_view next_field(std::string_view& s) {
@@ -87,7 +90,7 @@ result<std::vector<proc_entry>> list_processes() {
   while (const dirent* ent = ::readdir(d)) {
     std::int64_t pid = 0;
     if (!parse_int(std::string_view(ent->d_name), pid)) continue;
-    auto text = read_small("/proc/" + std::string(ent->d_name) + "/stat");
+    auto text = read_kernel_file("/proc/" + std::string(ent->d_name) + "/stat");
     if (!text) continue;  // exited since readdir: not an error
     auto entry = parse_stat(*text);
     if (!entry) {
@@ -122,7 +125,7 @@ std::vector<std::int64_t> descendants_of(const std::vector<proc_entry>& table, s
 
 result<std::uint64_t> rss_bytes_of(std::int64_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/statm";
-  auto text = read_small(path);
+  auto text = read_kernel_file(path);
   if (!text) return text.error();
   auto pages = parse_statm_resident_pages(*text);
   if (!pages) return with_context(path, pages.error());

@@ -5,12 +5,17 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
 
 namespace baton::os::procfs {
+
+// Reads a small kernel file (/proc, cgroupfs) whole: such files report size 0, so no fstat.
+// `err_out`, when given, receives errno on failure.
+result<std::string> read_kernel_file(const std::string& path, int* err_out = nullptr);
 
 struct proc_entry {
   std::int64_t pid = 0;
