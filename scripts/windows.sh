@@ -49,4 +49,14 @@ if ((${#exclude[@]})); then
   ctest_args+=(-E "$(IFS='|'; echo "${exclude[*]}")")
 fi
 cd "$BATON_WINDOWS_BUILD_DIR"
-ctest "${ctest_args[@]}" "$@"
+# Runs that wine failed to start and cmake/mingw/wine-run.sh tried again: shown, never hidden.
+export BATON_WINE_RETRY_LOG="$BATON_WINDOWS_BUILD_DIR/wine-retries.log"
+rm -f "$BATON_WINE_RETRY_LOG"
+ctest_rc=0
+ctest "${ctest_args[@]}" "$@" || ctest_rc=$?
+if [[ -s "$BATON_WINE_RETRY_LOG" ]]; then
+  echo "baton: windows: wine failed to start these and they ran again:" >&2
+  cat "$BATON_WINE_RETRY_LOG" >&2
+fi
+if ((ctest_rc != 0)); then echo "baton: windows: failed (ctest exit $ctest_rc)" >&2; fi
+exit "$ctest_rc"

@@ -1,11 +1,12 @@
 // Work the io thread must never do itself: reading and hashing files a worker controls (a
 // checkpoint it announced, a folder to seal, the checkpoint folder before a spawn). run_off_thread
-// runs `work` on a thread of its own and hands the result back on the io_context's thread, or a
-// "timed out" error once `deadline` passes, whichever comes first; exactly one of the two reaches
-// `done`. A call whose work outlives its deadline (a read stuck in the kernel) is abandoned, never
-// waited for: its thread finishes on its own and its result is dropped, so nothing the io thread
-// does can block on it. The caller owns `done` and the abandon handle; the work owns copies of
-// what it reads and must only touch objects that outlive it (the process-wide env in the daemon).
+// runs `work` on a thread of the process's off_thread_pool and hands the result back on the
+// io_context's thread, or a "timed out" error once `deadline` passes, whichever comes first;
+// exactly one of the two reaches `done`. A call whose work outlives its deadline (a read stuck in
+// the kernel) is abandoned, never waited for: its thread finishes on its own (and is kept for later
+// work) and its result is dropped, so nothing the io thread does can block on it. The caller owns
+// `done` and the abandon handle; the work owns copies of what it reads and must only touch objects
+// that outlive it (the process-wide env in the daemon).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -17,10 +18,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "base/status.h"
+#include "supervisor/off_thread_pool.h"
 
 namespace baton::supervisor {
 
@@ -94,18 +95,22 @@ off_thread_call run_off_thread(boost::asio::io_context& io, std::chrono::millise
     }
   };
   side->timer.expires_after(deadline);
-  side->timer.async_wait(
-      [side, shared, deadline, what](const boost::system::error_code& ec) {
-        if (ec || side->finished) return;
-        {
-          std::lock_guard<std::mutex> lock(shared->mu);
-          shared->abandoned = true;
-          shared->on_abandon = nullptr;
-        }
-        side->finish(failed<T>(what + ": timed out after " + std::to_string(deadline.count()) +
-                               " ms (abandoned; the daemon does not wait for it)"));
-      });
-  std::thread([&io, shared, weak_side, work = std::move(work), what]() mutable {
+  side->timer.async_wait([side, shared, deadline, what](const boost::system::error_code& ec) {
+    if (ec || side->finished) return;
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->abandoned = true;
+      shared->on_abandon = nullptr;
+    }
+    side->finish(failed<T>(what + ": timed out after " + std::to_string(deadline.count()) +
+                           " ms (abandoned; the daemon does not wait for it)"));
+  });
+  auto task = [&io, shared, weak_side, work = std::move(work), what]() mutable {
+    {
+      // Queued behind stuck reads past its deadline: not worth doing any more.
+      std::lock_guard<std::mutex> lock(shared->mu);
+      if (shared->abandoned) return;
+    }
     result<T> r = failed<T>(what + ": not run");
     try {
       r = work();
@@ -121,7 +126,13 @@ off_thread_call run_off_thread(boost::asio::io_context& io, std::chrono::millise
     boost::asio::post(io, [weak_side, r = std::move(r)]() mutable {
       if (auto s = weak_side.lock()) s->finish(std::move(r));
     });
-  }).detach();
+  };
+  if (auto s = off_thread_pool::shared().submit(std::move(task)); !s) {
+    // Handed back like any result: never from inside the caller's own call.
+    boost::asio::post(io, [weak_side, why = what + ": " + s.error().message] {
+      if (auto side_now = weak_side.lock()) side_now->finish(failed<T>(why));
+    });
+  }
   return off_thread_call(shared);
 }
 
