@@ -15,6 +15,7 @@
 #include "protocol/job_spec.h"
 #include "protocol/version.h"
 #include "supervisor/control_server.h"
+#include "supervisor/daemon_impl.h"
 #include "supervisor/job_log.h"
 #include "supervisor/job_status.h"
 #include "supervisor/job_store.h"
@@ -27,505 +28,286 @@ using json = nlohmann::json;
 
 namespace {
 
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const auto nl = text.find('\n', start);
-    lines.push_back(text.substr(start, nl == std::string::npos ? nl : nl - start));
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-  return lines;
-}
-
-api_response invalid_spec(const std::string& message) {
-  auto r = error_response(400, message);
-  r.body["errors"] = split_lines(message);
-  return r;
-}
-
 // A worker that was running when the previous daemon died left a shard with no exit cause; it
 // was killed with its supervisor (PDEATHSIG), which the machine closes as a stop.
 bool shard_open(const job_record& r) { return !r.shards.empty() && !r.shards.back().cause; }
 
-bool before(const job_record& a, const job_record& b) {
+}  // namespace
+
+bool created_before(const job_record& a, const job_record& b) {
   return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.id < b.id;
 }
 
-}  // namespace
-
-struct daemon::impl : std::enable_shared_from_this<impl> {
-  struct job_entry {
-    job_record record;  // the truth while no runner exists; refreshed when one comes to rest
-    std::optional<protocol::job_spec> spec;
-    std::unique_ptr<job_runner> runner;
-    const job_record& current() const { return runner ? runner->record() : record; }
-  };
-
-  impl(asio::io_context& io_, os::env& e_, daemon_options o)
-      : io(io_),
-        e(e_),
-        options(std::move(o)),
-        store(e_, options.settings.state_dir),
-        started_ms(unix_ms_now()) {}
-
-  asio::io_context& io;
-  os::env& e;
-  daemon_options options;
-  job_store store;
-  std::unique_ptr<os::state_lock> lock;  // held from start() until the daemon is destroyed
-  std::unique_ptr<control_server> server;
-  std::optional<asio::signal_set> signals;
-  os::containment_report containment = os::current_containment();
-  std::unique_ptr<os::child_reaper> reaper;  // escapees re-parented to us are reaped at once
-  bool owns_containment = false;             // set it up, so removes its cgroups at the end
-  std::map<std::string, job_entry> jobs;
-  std::deque<std::string> queue;
-  std::size_t running = 0;
-  bool stopping = false;
-  bool finished = false;
-  std::string last_status;
-  std::string newest_progress_id;  // the running job that last reported anything
-  std::int64_t started_ms;
-
-  void log(log_level level, const std::string& message) {
-    if (level > options.settings.level) return;
-    if (options.hooks.log) {
-      options.hooks.log(level, message);
-      return;
-    }
-    std::cerr << "baton: " << to_string(level) << ": " << message << std::endl;
+void daemon::impl::log(log_level level, const std::string& message) {
+  if (level > options.settings.level) return;
+  if (options.hooks.log) {
+    options.hooks.log(level, message);
+    return;
   }
+  std::cerr << "baton: " << to_string(level) << ": " << message << std::endl;
+}
 
-  // A job without a runner takes its events here; the FIFO follows what the machine asks.
-  rest_outcome feed(job_record& r, const event& ev) {
-    auto out = feed_job_at_rest(e, store, r, ev);
-    if (!out.saved) {
-      log(log_level::error,
-          "job " + r.id + ": cannot save its record: " + out.saved.error().message);
-    }
-    if (r.state != job_state::queued)
-      queue.erase(std::remove(queue.begin(), queue.end(), r.id), queue.end());
-    return out;
+rest_outcome daemon::impl::feed(job_record& r, const event& ev) {
+  auto out = feed_job_at_rest(e, store, r, ev);
+  if (!out.saved) {
+    log(log_level::error, "job " + r.id + ": cannot save its record: " + out.saved.error().message);
   }
+  if (r.state != job_state::queued)
+    queue.erase(std::remove(queue.begin(), queue.end(), r.id), queue.end());
+  return out;
+}
 
-  status recover() {
-    // A submit cut short by a crash was never acknowledged: it goes, and is not a failed job.
-    auto swept = store.sweep_incomplete();
-    if (!swept) return swept.error();
-    for (const auto& id : *swept) {
-      log(log_level::warning, "job " + id + ": removed a half-written submit (no record; the " +
-                                  "daemon stopped before acknowledging it)");
-    }
-    auto ids = store.list();
-    if (!ids) return ids.error();
-    std::vector<std::string> resume;
-    for (const auto& id : *ids) {
-      job_entry entry;
-      auto spec = store.load_spec(id);
-      auto loaded = store.load(id);
-      auto& r = entry.record;
-      if (!loaded) {
-        // Never dropped silently: the job stays listed, failed, with the reasons.
-        log(log_level::error, "job " + id + ": " + loaded.error().message);
-        r.id = id;
-        r.name = spec ? spec->name : id;
-        r.created_ms = r.updated_ms = 0;
-        feed(r, ev::unloadable{"job record does not verify: " + loaded.error().message});
-        jobs.emplace(id, std::move(entry));
-        continue;
-      }
-      for (const auto& why : loaded->rejected) {
-        log(log_level::warning, "job " + id + ": skipped a damaged record slot: " + why);
-      }
-      r = std::move(loaded->record);
-      if (!spec) {
-        if (!is_terminal(r.state)) log(log_level::error, "job " + id + ": " + spec.error().message);
-        feed(r, ev::unloadable{"job spec does not load: " + spec.error().message, shard_open(r)});
-        jobs.emplace(id, std::move(entry));
-        continue;
-      }
-      entry.spec = std::move(*spec);
-      if (feed(r, ev::recovered{shard_open(r)}).wants_slot) resume.push_back(id);
+status daemon::impl::recover() {
+  // A submit cut short by a crash was never acknowledged: it goes, and is not a failed job.
+  auto swept = store.sweep_incomplete();
+  if (!swept) return swept.error();
+  for (const auto& id : *swept) {
+    log(log_level::warning, "job " + id + ": removed a half-written submit (no record; the " +
+                                "daemon stopped before acknowledging it)");
+  }
+  auto ids = store.list();
+  if (!ids) return ids.error();
+  std::vector<std::string> resume;
+  for (const auto& id : *ids) {
+    job_entry entry;
+    auto spec = store.load_spec(id);
+    auto loaded = store.load(id);
+    auto& r = entry.record;
+    if (!loaded) {
+      // Never dropped silently: the job stays listed, failed, with the reasons.
+      log(log_level::error, "job " + id + ": " + loaded.error().message);
+      r.id = id;
+      r.name = spec ? spec->name : id;
+      r.created_ms = r.updated_ms = 0;
+      feed(r, ev::unloadable{"job record does not verify: " + loaded.error().message});
       jobs.emplace(id, std::move(entry));
+      continue;
     }
-    std::sort(resume.begin(), resume.end(), [this](const std::string& a, const std::string& b) {
-      return before(jobs.at(a).record, jobs.at(b).record);
+    for (const auto& why : loaded->rejected) {
+      log(log_level::warning, "job " + id + ": skipped a damaged record slot: " + why);
+    }
+    r = std::move(loaded->record);
+    if (!spec) {
+      if (!is_terminal(r.state)) log(log_level::error, "job " + id + ": " + spec.error().message);
+      feed(r, ev::unloadable{"job spec does not load: " + spec.error().message, shard_open(r)});
+      jobs.emplace(id, std::move(entry));
+      continue;
+    }
+    entry.spec = std::move(*spec);
+    if (feed(r, ev::recovered{shard_open(r)}).wants_slot) resume.push_back(id);
+    jobs.emplace(id, std::move(entry));
+  }
+  std::sort(resume.begin(), resume.end(), [this](const std::string& a, const std::string& b) {
+    return created_before(jobs.at(a).record, jobs.at(b).record);
+  });
+  queue.assign(resume.begin(), resume.end());
+  std::size_t paused = 0, failed = 0;
+  for (const auto& [id, j] : jobs) {
+    paused += j.record.state == job_state::paused;
+    failed += j.record.state == job_state::failed;
+  }
+  log(log_level::info, "recovered " + std::to_string(jobs.size()) + " jobs from " +
+                           store.state_dir().string() + ": " + std::to_string(queue.size()) +
+                           " to run, " + std::to_string(paused) + " paused, " +
+                           std::to_string(failed) + " failed");
+  return {};
+}
+
+void daemon::impl::publish_status() {
+  std::string text =
+      std::to_string(running) + " running, " + std::to_string(queue.size()) + " queued";
+  if (stopping) text = "stopping: " + text;
+  if (const auto it = jobs.find(newest_progress_id); it != jobs.end() && it->second.runner) {
+    const auto& l = it->second.runner->live();
+    if (l.step > 0) {
+      char loss[32];
+      std::snprintf(loss, sizeof loss, "%.4g", l.loss);
+      text += "; " + newest_progress_id + " step " + std::to_string(l.step) +
+              (l.total_steps > 0 ? "/" + std::to_string(l.total_steps) : std::string()) + " loss " +
+              loss;
+    }
+  }
+  if (text == last_status) return;
+  last_status = text;
+  if (options.hooks.on_status) options.hooks.on_status(text);
+}
+
+void daemon::impl::start_next() {
+  while (!stopping && running < static_cast<std::size_t>(options.settings.max_workers) &&
+         !queue.empty()) {
+    const std::string id = queue.front();
+    queue.pop_front();
+    start_runner(id);
+  }
+  publish_status();
+}
+
+void daemon::impl::start_runner(const std::string& id) {
+  auto& j = jobs.at(id);
+  runner_options ro;
+  ro.worker_exe = options.worker_exe;
+  ro.max_checkpoint_bytes = static_cast<std::uint64_t>(options.settings.max_checkpoint_mib) << 20;
+  std::weak_ptr<impl> weak = weak_from_this();
+  // on_rest fires inside the runner's own event loop: the runner is retired from a fresh
+  // handler, never from under its own feet.
+  ro.on_rest = [weak, id, &io = io] {
+    asio::post(io, [weak, id] {
+      if (auto self = weak.lock()) self->on_rest(id);
     });
-    queue.assign(resume.begin(), resume.end());
-    std::size_t paused = 0, failed = 0;
-    for (const auto& [id, j] : jobs) {
-      paused += j.record.state == job_state::paused;
-      failed += j.record.state == job_state::failed;
-    }
-    log(log_level::info, "recovered " + std::to_string(jobs.size()) + " jobs from " +
-                             store.state_dir().string() + ": " + std::to_string(queue.size()) +
-                             " to run, " + std::to_string(paused) + " paused, " +
-                             std::to_string(failed) + " failed");
-    return {};
-  }
+  };
+  ro.on_event = [weak, id](const std::string& message) {
+    if (auto self = weak.lock()) self->log(log_level::debug, "job " + id + ": " + message);
+  };
+  ro.on_change = [weak, id] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->newest_progress_id = id;
+    self->publish_status();
+  };
+  log(log_level::info,
+      "job " + id + ": starting" +
+          (j.record.checkpoint_step > 0 ? " from step " + std::to_string(j.record.checkpoint_step)
+                                        : std::string()));
+  j.runner = std::make_unique<job_runner>(io, e, *options.launcher, store, j.record, *j.spec,
+                                          std::move(ro));
+  ++running;
+  j.runner->start();
+}
 
-  void publish_status() {
-    std::string text =
-        std::to_string(running) + " running, " + std::to_string(queue.size()) + " queued";
-    if (stopping) text = "stopping: " + text;
-    if (const auto it = jobs.find(newest_progress_id); it != jobs.end() && it->second.runner) {
-      const auto& l = it->second.runner->live();
-      if (l.step > 0) {
-        char loss[32];
-        std::snprintf(loss, sizeof loss, "%.4g", l.loss);
-        text += "; " + newest_progress_id + " step " + std::to_string(l.step) +
-                (l.total_steps > 0 ? "/" + std::to_string(l.total_steps) : std::string()) +
-                " loss " + loss;
-      }
-    }
-    if (text == last_status) return;
-    last_status = text;
-    if (options.hooks.on_status) options.hooks.on_status(text);
+void daemon::impl::on_rest(const std::string& id) {
+  const auto it = jobs.find(id);
+  if (it == jobs.end() || !it->second.runner || !it->second.runner->at_rest()) return;
+  auto& j = it->second;
+  j.record = j.runner->record();
+  j.runner.reset();
+  --running;
+  auto& r = j.record;
+  if (stopping && !feed(r, ev::requeued_for_restart{}).ignored) {
+    log(log_level::info, "job " + id + ": stopped at checkpoint step " +
+                             std::to_string(r.checkpoint_step) + "; queued for the next start");
+  } else {
+    log(r.state == job_state::failed ? log_level::warning : log_level::info,
+        "job " + id + ": " + std::string(to_string(r.state)) +
+            (r.diagnosis.empty() ? "" : " (" + r.diagnosis + ")"));
   }
-
-  void start_next() {
-    while (!stopping && running < static_cast<std::size_t>(options.settings.max_workers) &&
-           !queue.empty()) {
-      const std::string id = queue.front();
-      queue.pop_front();
-      start_runner(id);
-    }
-    publish_status();
-  }
-
-  void start_runner(const std::string& id) {
-    auto& j = jobs.at(id);
-    runner_options ro;
-    ro.worker_exe = options.worker_exe;
-    ro.max_checkpoint_bytes = static_cast<std::uint64_t>(options.settings.max_checkpoint_mib) << 20;
-    std::weak_ptr<impl> weak = weak_from_this();
-    // on_rest fires inside the runner's own event loop: the runner is retired from a fresh
-    // handler, never from under its own feet.
-    ro.on_rest = [weak, id, &io = io] {
-      asio::post(io, [weak, id] {
-        if (auto self = weak.lock()) self->on_rest(id);
-      });
-    };
-    ro.on_event = [weak, id](const std::string& message) {
-      if (auto self = weak.lock()) self->log(log_level::debug, "job " + id + ": " + message);
-    };
-    ro.on_change = [weak, id] {
-      auto self = weak.lock();
-      if (!self) return;
-      self->newest_progress_id = id;
-      self->publish_status();
-    };
-    log(log_level::info,
-        "job " + id + ": starting" +
-            (j.record.checkpoint_step > 0 ? " from step " + std::to_string(j.record.checkpoint_step)
-                                          : std::string()));
-    j.runner = std::make_unique<job_runner>(io, e, *options.launcher, store, j.record, *j.spec,
-                                            std::move(ro));
-    ++running;
-    j.runner->start();
-  }
-
-  void on_rest(const std::string& id) {
-    const auto it = jobs.find(id);
-    if (it == jobs.end() || !it->second.runner || !it->second.runner->at_rest()) return;
-    auto& j = it->second;
-    j.record = j.runner->record();
-    j.runner.reset();
-    --running;
-    auto& r = j.record;
-    if (stopping && !feed(r, ev::requeued_for_restart{}).ignored) {
-      log(log_level::info, "job " + id + ": stopped at checkpoint step " +
-                               std::to_string(r.checkpoint_step) + "; queued for the next start");
-    } else {
-      log(r.state == job_state::failed ? log_level::warning : log_level::info,
-          "job " + id + ": " + std::string(to_string(r.state)) +
-              (r.diagnosis.empty() ? "" : " (" + r.diagnosis + ")"));
-    }
-    if (stopping) {
-      publish_status();
-      maybe_finish();
-    } else {
-      start_next();
-    }
-  }
-
-  void shutdown() {
-    if (stopping) return;
-    stopping = true;
-    if (options.hooks.on_stopping) options.hooks.on_stopping();
-    log(log_level::info,
-        "shutting down: " + std::to_string(running) + " running job(s) checkpoint and stop first");
-    if (server) server->stop();
-    for (auto& [id, j] : jobs) {
-      if (j.runner) j.runner->pause("the baton daemon is shutting down");
-    }
+  if (stopping) {
     publish_status();
     maybe_finish();
-  }
-
-  void shutdown_now() {
-    if (finished) return;
-    stopping = true;
-    if (server) server->stop();
-    log(log_level::warning, "stopping at once: killing " + std::to_string(running) + " worker(s)");
-    for (auto& [id, j] : jobs) {
-      if (!j.runner) continue;
-      j.record = j.runner->record();
-      j.runner.reset();  // kills the worker's group and descendants
-      --running;
-      feed(j.record, ev::requeued_for_restart{shard_open(j.record)});
-    }
-    finish(1);
-  }
-
-  void maybe_finish() {
-    if (!stopping || finished || running > 0) return;
-    finish(0);
-  }
-
-  void finish(int code) {
-    finished = true;
-    if (signals) {
-      boost::system::error_code ignored;
-      signals->cancel(ignored);
-    }
-    log(log_level::info, code == 0 ? "stopped" : "stopped by force");
-    if (options.hooks.on_stopped) {
-      options.hooks.on_stopped(code);
-    } else {
-      io.stop();
-    }
-  }
-
-  void reload() {
-    if (options.hooks.on_reloading) options.hooks.on_reloading();
-    if (!options.reload_settings) {
-      log(log_level::info, "reload requested; there is no settings file to read");
-    } else if (auto s = options.reload_settings(); !s) {
-      log(log_level::error, "reload failed, settings unchanged:\n" + s.error().message);
-    } else {
-      auto& cur = options.settings;
-      if (s->state_dir != cur.state_dir || s->socket != cur.socket ||
-          s->socket_group != cur.socket_group || s->control_port != cur.control_port ||
-          s->header_timeout_ms != cur.header_timeout_ms ||
-          s->max_connections != cur.max_connections ||
-          s->max_connections_per_uid != cur.max_connections_per_uid) {
-        log(log_level::warning,
-            "reload: state_dir, socket, socket_group, control_port, header_timeout_ms, "
-            "max_connections and max_connections_per_uid take effect only on restart");
-      }
-      cur.max_workers = s->max_workers;
-      cur.level = s->level;
-      cur.default_soft_limit_mib = s->default_soft_limit_mib;
-      cur.default_hard_limit_mib = s->default_hard_limit_mib;
-      log(log_level::info, "reloaded settings: max_workers " + std::to_string(cur.max_workers) +
-                               ", log_level " + std::string(to_string(cur.level)));
-      start_next();
-    }
-    if (options.hooks.on_reloaded) options.hooks.on_reloaded();
-  }
-
-  void wait_signal() {
-    signals->async_wait([weak = weak_from_this()](const boost::system::error_code& ec, int sig) {
-      auto self = weak.lock();
-      if (ec || !self || self->finished) return;
-      self->on_signal(sig);
-      if (!self->finished) self->wait_signal();
-    });
-  }
-
-  void on_signal(int sig) {
-#ifdef SIGHUP
-    if (sig == SIGHUP) {
-      log(log_level::info, "received SIGHUP: reloading settings");
-      reload();
-      return;
-    }
-#endif
-    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
-    if (!stopping) {
-      log(log_level::info, std::string("received ") + name + " (again to stop at once)");
-      shutdown();
-    } else {
-      log(log_level::warning, std::string("received ") + name + " again");
-      shutdown_now();
-    }
-  }
-
-  void install_signals() {
-    signals.emplace(io, SIGINT, SIGTERM);
-#ifdef SIGHUP
-    signals->add(SIGHUP);
-#endif
-    wait_signal();
-  }
-
-  // ----- API -------------------------------------------------------------------------------
-
-  job_entry* find(const std::string& id) {
-    const auto it = jobs.find(id);
-    return it == jobs.end() ? nullptr : &it->second;
-  }
-
-  api_response no_job(const std::string& id) { return error_response(404, "no job '" + id + "'"); }
-
-  json status_of(const job_entry& j) {
-    const auto& r = j.current();
-    std::optional<std::int64_t> soft, hard;
-    if (j.spec) {
-      soft = j.spec->memory.soft_limit_mib;
-      hard = j.spec->memory.hard_limit_mib;
-    }
-    json out = job_status_json(r, j.runner ? &j.runner->live() : nullptr, soft, hard);
-    // What holds this job's workers (cgroup, or the process-group fallback: escapees may leave).
-    out["containment"] = containment.mode;
-    if (r.state == job_state::queued) {
-      const auto pos = std::find(queue.begin(), queue.end(), r.id);
-      if (pos != queue.end()) out["queue_position"] = pos - queue.begin() + 1;
-    }
-    return out;
-  }
-
-  api_response on_call(const submit_call& c) {
-    if (stopping) return error_response(503, "the baton daemon is shutting down");
-    auto spec = protocol::parse_job_spec(c.spec.dump(), c.base_dir);
-    if (!spec) return invalid_spec(spec.error().message);
-    if (auto s = protocol::check_job_files(e, *spec); !s) return invalid_spec(s.error().message);
-    if (!spec->worker.command && options.worker_exe.empty()) {
-      return invalid_spec(
-          "worker.command: required: this daemon has no built-in worker (baton-worker was not "
-          "found next to baton; set BATON_WORKER for `baton serve`)");
-    }
-    if (!spec->memory.soft_limit_mib && !spec->memory.hard_limit_mib) {
-      spec->memory.soft_limit_mib = options.settings.default_soft_limit_mib;
-      spec->memory.hard_limit_mib = options.settings.default_hard_limit_mib;
-    }
-    // With the limits it will run under: a job that cannot fit is refused now, not at its worker.
-    if (auto s = protocol::check_job_limits(*spec, protocol::this_machine()); !s) {
-      return invalid_spec(s.error().message);
-    }
-    auto created = store.create(*spec, protocol::planned_total_steps(*spec));
-    if (!created) return error_response(500, "cannot create the job: " + created.error().message);
-    const std::string id = created->id;
-    auto& entry =
-        jobs.emplace(id, job_entry{std::move(*created), std::move(*spec), nullptr}).first->second;
-    if (feed(entry.record, ev::submitted{}).wants_slot) queue.push_back(id);
-    log(log_level::info, "job " + id + ": submitted by uid " + std::to_string(c.peer_uid));
+  } else {
     start_next();
-    const auto& j = jobs.at(id);
-    json body = {{"id", id}, {"state", to_string(j.current().state)}};
-    if (const auto pos = std::find(queue.begin(), queue.end(), id); pos != queue.end()) {
-      body["queue_position"] = pos - queue.begin() + 1;
+  }
+}
+
+void daemon::impl::shutdown() {
+  if (stopping) return;
+  stopping = true;
+  if (options.hooks.on_stopping) options.hooks.on_stopping();
+  log(log_level::info,
+      "shutting down: " + std::to_string(running) + " running job(s) checkpoint and stop first");
+  if (server) server->stop();
+  for (auto& [id, j] : jobs) {
+    if (j.runner) j.runner->pause("the baton daemon is shutting down");
+  }
+  publish_status();
+  maybe_finish();
+}
+
+void daemon::impl::shutdown_now() {
+  if (finished) return;
+  stopping = true;
+  if (server) server->stop();
+  log(log_level::warning, "stopping at once: killing " + std::to_string(running) + " worker(s)");
+  for (auto& [id, j] : jobs) {
+    if (!j.runner) continue;
+    j.record = j.runner->record();
+    j.runner.reset();  // kills the worker's group and descendants
+    --running;
+    feed(j.record, ev::requeued_for_restart{shard_open(j.record)});
+  }
+  finish(1);
+}
+
+void daemon::impl::maybe_finish() {
+  if (!stopping || finished || running > 0) return;
+  finish(0);
+}
+
+void daemon::impl::finish(int code) {
+  finished = true;
+  if (signals) {
+    boost::system::error_code ignored;
+    signals->cancel(ignored);
+  }
+  log(log_level::info, code == 0 ? "stopped" : "stopped by force");
+  if (options.hooks.on_stopped) {
+    options.hooks.on_stopped(code);
+  } else {
+    io.stop();
+  }
+}
+
+void daemon::impl::reload() {
+  if (options.hooks.on_reloading) options.hooks.on_reloading();
+  if (!options.reload_settings) {
+    log(log_level::info, "reload requested; there is no settings file to read");
+  } else if (auto s = options.reload_settings(); !s) {
+    log(log_level::error, "reload failed, settings unchanged:\n" + s.error().message);
+  } else {
+    auto& cur = options.settings;
+    if (s->state_dir != cur.state_dir || s->socket != cur.socket ||
+        s->socket_group != cur.socket_group || s->control_port != cur.control_port ||
+        s->header_timeout_ms != cur.header_timeout_ms ||
+        s->max_connections != cur.max_connections ||
+        s->max_connections_per_uid != cur.max_connections_per_uid) {
+      log(log_level::warning,
+          "reload: state_dir, socket, socket_group, control_port, header_timeout_ms, "
+          "max_connections and max_connections_per_uid take effect only on restart");
     }
-    return {201, std::move(body)};
+    cur.max_workers = s->max_workers;
+    cur.level = s->level;
+    cur.default_soft_limit_mib = s->default_soft_limit_mib;
+    cur.default_hard_limit_mib = s->default_hard_limit_mib;
+    log(log_level::info, "reloaded settings: max_workers " + std::to_string(cur.max_workers) +
+                             ", log_level " + std::string(to_string(cur.level)));
+    start_next();
   }
+  if (options.hooks.on_reloaded) options.hooks.on_reloaded();
+}
 
-  api_response on_call(const list_call&) {
-    std::vector<const job_entry*> all;
-    for (const auto& [id, j] : jobs) all.push_back(&j);
-    std::sort(all.begin(), all.end(), [](const job_entry* a, const job_entry* b) {
-      return before(a->current(), b->current());
-    });
-    json list = json::array();
-    for (const auto* j : all) {
-      const auto& r = j->current();
-      list.push_back({{"id", r.id},
-                      {"name", r.name},
-                      {"state", to_string(r.state)},
-                      {"step", j->runner ? j->runner->live().step : r.checkpoint_step},
-                      {"checkpoint_step", r.checkpoint_step},
-                      {"total_steps", r.total_steps},
-                      {"workers", r.shards.size()},
-                      {"rss_bytes", j->runner ? j->runner->live().rss_bytes : 0},
-                      {"created_ms", r.created_ms},
-                      {"updated_ms", r.updated_ms},
-                      {"diagnosis", r.diagnosis}});
-    }
-    return {200, {{"jobs", std::move(list)}}};
-  }
+void daemon::impl::wait_signal() {
+  signals->async_wait([weak = weak_from_this()](const boost::system::error_code& ec, int sig) {
+    auto self = weak.lock();
+    if (ec || !self || self->finished) return;
+    self->on_signal(sig);
+    if (!self->finished) self->wait_signal();
+  });
+}
 
-  api_response on_call(const status_call& c) {
-    const auto* j = find(c.id);
-    if (!j) return no_job(c.id);
-    return {200, status_of(*j)};
+void daemon::impl::on_signal(int sig) {
+#ifdef SIGHUP
+  if (sig == SIGHUP) {
+    log(log_level::info, "received SIGHUP: reloading settings");
+    reload();
+    return;
   }
+#endif
+  const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  if (!stopping) {
+    log(log_level::info, std::string("received ") + name + " (again to stop at once)");
+    shutdown();
+  } else {
+    log(log_level::warning, std::string("received ") + name + " again");
+    shutdown_now();
+  }
+}
 
-  api_response on_call(const logs_call& c) {
-    const auto* j = find(c.id);
-    if (!j) return no_job(c.id);
-    auto chunk = read_log_chunk(e, store.log_path(c.id), c.offset);
-    if (!chunk) return error_response(500, chunk.error().message);
-    return {200,
-            {{"id", c.id},
-             {"offset", chunk->offset},
-             {"next_offset", chunk->next_offset},
-             {"size", chunk->size},
-             {"data", std::move(chunk->data)},
-             {"state", to_string(j->current().state)}}};
-  }
-
-  api_response on_call(const cancel_call& c) {
-    auto* j = find(c.id);
-    if (!j) return no_job(c.id);
-    if (j->runner) {
-      log(log_level::info, "job " + c.id + ": cancel requested");
-      j->runner->cancel();
-    } else {
-      auto& r = j->record;
-      if (feed(r, ev::cancel_requested{}).ignored) {
-        return error_response(409,
-                              "job '" + c.id + "' is already " + std::string(to_string(r.state)));
-      }
-      log(log_level::info, "job " + c.id + ": cancelled before it ran again");
-      publish_status();
-    }
-    return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};
-  }
-
-  // A paused job resumes: the daemon pauses a job whose checkpoint or record cannot be saved
-  // (a full disk), and nothing but the user knows when space is back. A failed one too, from its
-  // newest verified checkpoint: the user may have fixed what failed it.
-  api_response on_call(const resume_call& c) {
-    if (stopping) return error_response(503, "the baton daemon is shutting down");
-    auto* j = find(c.id);
-    if (!j) return no_job(c.id);
-    const auto st = j->current().state;
-    if (st != job_state::paused && st != job_state::failed) {
-      return error_response(409, "job '" + c.id + "' is " + std::string(to_string(st)) +
-                                     "; only a paused or failed job can be resumed");
-    }
-    if (j->runner) {
-      // Paused but not yet handed back (its rest is being posted): the runner resumes itself.
-      j->runner->resume();
-    } else {
-      auto& r = j->record;
-      log(log_level::info, "job " + c.id + ": resumed at checkpoint step " +
-                               std::to_string(r.checkpoint_step) +
-                               (r.diagnosis.empty() ? "" : " (was paused: " + r.diagnosis + ")"));
-      if (feed(r, ev::resume_requested{true}).wants_slot) queue.push_back(c.id);
-      start_next();
-    }
-    return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};
-  }
-
-  api_response on_call(const health_call&) {
-    std::map<std::string, int> by_state;
-    for (const auto& [id, j] : jobs) ++by_state[std::string(to_string(j.current().state))];
-    return {200,
-            {{"status", stopping ? "stopping" : "ok"},
-             {"version", std::string(protocol::version())},
-             {"pid", os::current_pid()},
-             {"uptime_ms", unix_ms_now() - started_ms},
-             {"max_workers", options.settings.max_workers},
-             {"running", running},
-             {"queued", queue.size()},
-             {"jobs", by_state},
-             {"containment", {{"mode", containment.mode}, {"detail", containment.detail}}},
-             {"state_dir", store.state_dir().string()}}};
-  }
-};
+void daemon::impl::install_signals() {
+  signals.emplace(io, SIGINT, SIGTERM);
+#ifdef SIGHUP
+  signals->add(SIGHUP);
+#endif
+  wait_signal();
+}
 
 daemon::daemon(asio::io_context& io, os::env& e, daemon_options options)
     : impl_(std::make_shared<impl>(io, e, std::move(options))) {}

@@ -1,0 +1,202 @@
+// The control API's routes, one on_call each (see control_api.h for the calls and
+// protocol/README.md for the wire contract). They run on the io thread, answer at once and never
+// block: what takes long (a worker's stop, a job's start) is started here and reported later.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "os/system.h"
+#include "protocol/version.h"
+#include "supervisor/daemon_impl.h"
+#include "supervisor/job_log.h"
+#include "supervisor/job_status.h"
+
+namespace baton::supervisor {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto nl = text.find('\n', start);
+    lines.push_back(text.substr(start, nl == std::string::npos ? nl : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return lines;
+}
+
+api_response invalid_spec(const std::string& message) {
+  auto r = error_response(400, message);
+  r.body["errors"] = split_lines(message);
+  return r;
+}
+
+}  // namespace
+
+daemon::impl::job_entry* daemon::impl::find(const std::string& id) {
+  const auto it = jobs.find(id);
+  return it == jobs.end() ? nullptr : &it->second;
+}
+
+api_response daemon::impl::no_job(const std::string& id) {
+  return error_response(404, "no job '" + id + "'");
+}
+
+nlohmann::json daemon::impl::status_of(const job_entry& j) {
+  const auto& r = j.current();
+  std::optional<std::int64_t> soft, hard;
+  if (j.spec) {
+    soft = j.spec->memory.soft_limit_mib;
+    hard = j.spec->memory.hard_limit_mib;
+  }
+  json out = job_status_json(r, j.runner ? &j.runner->live() : nullptr, soft, hard);
+  // What holds this job's workers (cgroup, or the process-group fallback: escapees may leave).
+  out["containment"] = containment.mode;
+  if (r.state == job_state::queued) {
+    const auto pos = std::find(queue.begin(), queue.end(), r.id);
+    if (pos != queue.end()) out["queue_position"] = pos - queue.begin() + 1;
+  }
+  return out;
+}
+
+api_response daemon::impl::on_call(const submit_call& c) {
+  if (stopping) return error_response(503, "the baton daemon is shutting down");
+  auto spec = protocol::parse_job_spec(c.spec.dump(), c.base_dir);
+  if (!spec) return invalid_spec(spec.error().message);
+  if (auto s = protocol::check_job_files(e, *spec); !s) return invalid_spec(s.error().message);
+  if (!spec->worker.command && options.worker_exe.empty()) {
+    return invalid_spec(
+        "worker.command: required: this daemon has no built-in worker (baton-worker was not "
+        "found next to baton; set BATON_WORKER for `baton serve`)");
+  }
+  if (!spec->memory.soft_limit_mib && !spec->memory.hard_limit_mib) {
+    spec->memory.soft_limit_mib = options.settings.default_soft_limit_mib;
+    spec->memory.hard_limit_mib = options.settings.default_hard_limit_mib;
+  }
+  // With the limits it will run under: a job that cannot fit is refused now, not at its worker.
+  if (auto s = protocol::check_job_limits(*spec, protocol::this_machine()); !s) {
+    return invalid_spec(s.error().message);
+  }
+  auto created = store.create(*spec, protocol::planned_total_steps(*spec));
+  if (!created) return error_response(500, "cannot create the job: " + created.error().message);
+  const std::string id = created->id;
+  auto& entry =
+      jobs.emplace(id, job_entry{std::move(*created), std::move(*spec), nullptr}).first->second;
+  if (feed(entry.record, ev::submitted{}).wants_slot) queue.push_back(id);
+  log(log_level::info, "job " + id + ": submitted by uid " + std::to_string(c.peer_uid));
+  start_next();
+  const auto& j = jobs.at(id);
+  json body = {{"id", id}, {"state", to_string(j.current().state)}};
+  if (const auto pos = std::find(queue.begin(), queue.end(), id); pos != queue.end()) {
+    body["queue_position"] = pos - queue.begin() + 1;
+  }
+  return {201, std::move(body)};
+}
+
+api_response daemon::impl::on_call(const list_call&) {
+  std::vector<const job_entry*> all;
+  for (const auto& [id, j] : jobs) all.push_back(&j);
+  std::sort(all.begin(), all.end(), [](const job_entry* a, const job_entry* b) {
+    return created_before(a->current(), b->current());
+  });
+  json list = json::array();
+  for (const auto* j : all) {
+    const auto& r = j->current();
+    list.push_back({{"id", r.id},
+                    {"name", r.name},
+                    {"state", to_string(r.state)},
+                    {"step", j->runner ? j->runner->live().step : r.checkpoint_step},
+                    {"checkpoint_step", r.checkpoint_step},
+                    {"total_steps", r.total_steps},
+                    {"workers", r.shards.size()},
+                    {"rss_bytes", j->runner ? j->runner->live().rss_bytes : 0},
+                    {"created_ms", r.created_ms},
+                    {"updated_ms", r.updated_ms},
+                    {"diagnosis", r.diagnosis}});
+  }
+  return {200, {{"jobs", std::move(list)}}};
+}
+
+api_response daemon::impl::on_call(const status_call& c) {
+  const auto* j = find(c.id);
+  if (!j) return no_job(c.id);
+  return {200, status_of(*j)};
+}
+
+api_response daemon::impl::on_call(const logs_call& c) {
+  const auto* j = find(c.id);
+  if (!j) return no_job(c.id);
+  auto chunk = read_log_chunk(e, store.log_path(c.id), c.offset);
+  if (!chunk) return error_response(500, chunk.error().message);
+  return {200,
+          {{"id", c.id},
+           {"offset", chunk->offset},
+           {"next_offset", chunk->next_offset},
+           {"size", chunk->size},
+           {"data", std::move(chunk->data)},
+           {"state", to_string(j->current().state)}}};
+}
+
+api_response daemon::impl::on_call(const cancel_call& c) {
+  auto* j = find(c.id);
+  if (!j) return no_job(c.id);
+  if (j->runner) {
+    log(log_level::info, "job " + c.id + ": cancel requested");
+    j->runner->cancel();
+  } else {
+    auto& r = j->record;
+    if (feed(r, ev::cancel_requested{}).ignored) {
+      return error_response(409,
+                            "job '" + c.id + "' is already " + std::string(to_string(r.state)));
+    }
+    log(log_level::info, "job " + c.id + ": cancelled before it ran again");
+    publish_status();
+  }
+  return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};
+}
+
+api_response daemon::impl::on_call(const resume_call& c) {
+  if (stopping) return error_response(503, "the baton daemon is shutting down");
+  auto* j = find(c.id);
+  if (!j) return no_job(c.id);
+  const auto st = j->current().state;
+  if (st != job_state::paused && st != job_state::failed) {
+    return error_response(409, "job '" + c.id + "' is " + std::string(to_string(st)) +
+                                   "; only a paused or failed job can be resumed");
+  }
+  if (j->runner) {
+    // Paused but not yet handed back (its rest is being posted): the runner resumes itself.
+    j->runner->resume();
+  } else {
+    auto& r = j->record;
+    log(log_level::info, "job " + c.id + ": resumed at checkpoint step " +
+                             std::to_string(r.checkpoint_step) +
+                             (r.diagnosis.empty() ? "" : " (was paused: " + r.diagnosis + ")"));
+    if (feed(r, ev::resume_requested{true}).wants_slot) queue.push_back(c.id);
+    start_next();
+  }
+  return {202, {{"id", c.id}, {"state", to_string(j->current().state)}}};
+}
+
+api_response daemon::impl::on_call(const health_call&) {
+  std::map<std::string, int> by_state;
+  for (const auto& [id, j] : jobs) ++by_state[std::string(to_string(j.current().state))];
+  return {200,
+          {{"status", stopping ? "stopping" : "ok"},
+           {"version", std::string(protocol::version())},
+           {"pid", os::current_pid()},
+           {"uptime_ms", unix_ms_now() - started_ms},
+           {"max_workers", options.settings.max_workers},
+           {"running", running},
+           {"queued", queue.size()},
+           {"jobs", by_state},
+           {"containment", {{"mode", containment.mode}, {"detail", containment.detail}}},
+           {"state_dir", store.state_dir().string()}}};
+}
+
+}  // namespace baton::supervisor

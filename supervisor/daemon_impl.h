@@ -1,0 +1,103 @@
+// The daemon's engine, shared by its two halves: daemon.cpp (start, recovery, the queue and the
+// runners, shutdown, signals) and daemon_api.cpp (one on_call per control API route). Private to
+// supervisor/: nothing outside daemon*.cpp includes it. daemon owns the one impl (shared_ptr, so
+// handlers posted to the io_context can hold it weakly); impl owns the store, the lock, the
+// control server and every job_entry; each job_entry owns its runner while the job runs.
+// Everything runs on the io_context's thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "os/process.h"
+#include "os/state_lock.h"
+#include "protocol/job_spec.h"
+#include "supervisor/control_server.h"
+#include "supervisor/daemon.h"
+#include "supervisor/job_machine.h"
+#include "supervisor/job_record.h"
+#include "supervisor/job_runner.h"
+#include "supervisor/job_store.h"
+
+namespace baton::supervisor {
+
+// The order jobs are listed and recovered in: oldest submit first, ties by id.
+bool created_before(const job_record& a, const job_record& b);
+
+struct daemon::impl : std::enable_shared_from_this<impl> {
+  struct job_entry {
+    job_record record;  // the truth while no runner exists; refreshed when one comes to rest
+    std::optional<protocol::job_spec> spec;
+    std::unique_ptr<job_runner> runner;
+    const job_record& current() const { return runner ? runner->record() : record; }
+  };
+
+  impl(boost::asio::io_context& io_, os::env& e_, daemon_options o)
+      : io(io_),
+        e(e_),
+        options(std::move(o)),
+        store(e_, options.settings.state_dir),
+        started_ms(unix_ms_now()) {}
+
+  boost::asio::io_context& io;
+  os::env& e;
+  daemon_options options;
+  job_store store;
+  std::unique_ptr<os::state_lock> lock;  // held from start() until the daemon is destroyed
+  std::unique_ptr<control_server> server;
+  std::optional<boost::asio::signal_set> signals;
+  os::containment_report containment = os::current_containment();
+  std::unique_ptr<os::child_reaper> reaper;  // escapees re-parented to us are reaped at once
+  bool owns_containment = false;             // set it up, so removes its cgroups at the end
+  std::map<std::string, job_entry> jobs;
+  std::deque<std::string> queue;
+  std::size_t running = 0;
+  bool stopping = false;
+  bool finished = false;
+  std::string last_status;
+  std::string newest_progress_id;  // the running job that last reported anything
+  std::int64_t started_ms;
+
+  // ----- lifecycle (daemon.cpp) ----------------------------------------------------------
+  void log(log_level level, const std::string& message);
+  // A job without a runner takes its events here; the FIFO follows what the machine asks.
+  rest_outcome feed(job_record& r, const event& ev);
+  status recover();
+  void publish_status();
+  void start_next();
+  void start_runner(const std::string& id);
+  void on_rest(const std::string& id);
+  void shutdown();
+  void shutdown_now();
+  void maybe_finish();
+  void finish(int code);
+  void reload();
+  void wait_signal();
+  void on_signal(int sig);
+  void install_signals();
+
+  // ----- the control API (daemon_api.cpp) ------------------------------------------------
+  job_entry* find(const std::string& id);
+  api_response no_job(const std::string& id);
+  nlohmann::json status_of(const job_entry& j);
+  api_response on_call(const submit_call& c);
+  api_response on_call(const list_call&);
+  api_response on_call(const status_call& c);
+  api_response on_call(const logs_call& c);
+  api_response on_call(const cancel_call& c);
+  // A paused job resumes: the daemon pauses a job whose checkpoint or record cannot be saved
+  // (a full disk), and nothing but the user knows when space is back. A failed one too, from its
+  // newest verified checkpoint: the user may have fixed what failed it.
+  api_response on_call(const resume_call& c);
+  api_response on_call(const health_call&);
+};
+
+}  // namespace baton::supervisor
