@@ -69,7 +69,7 @@ TEST_CASE("the systemd unit carries the settings the service relies on", "[unit]
        {"Type=notify", "WatchdogSec=", "Restart=on-failure", "User=baton", "StateDirectory=baton",
         "RuntimeDirectory=baton", "KillMode=mixed", "TimeoutStopSec=", "NoNewPrivileges=yes",
         "ProtectSystem=strict", "ProtectHome=", "PrivateTmp=yes", "ReadWritePaths=/var/lib/baton",
-        "MemoryMax="}) {
+        "MemoryMax=", "Delegate=yes", "ProtectControlGroups=no"}) {
     INFO(line);
     CHECK(unit.find(std::string("\n") + line) != std::string::npos);
   }
