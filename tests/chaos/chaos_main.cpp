@@ -1,8 +1,9 @@
 // Chaos driver: one real `baton serve` daemon running real jobs (the example Python worker,
 // leaking on purpose under a soft limit so memory recycles happen too), hit by a seeded schedule
 // of SIGKILLs and SIGTERMs to workers, memory spikes pushed into live workers (the example's
-// test hook), and SIGKILLs and SIGTERMs of the daemon itself (restarted on the same state
-// directory). After every event it checks the invariants below; every job that completes must
+// test hook), workers that attack the daemon when ordered (tests/chaos/attacker.py: escapees,
+// stdout floods, hostile checkpoint paths), and SIGKILLs and SIGTERMs of the daemon itself
+// (restarted on the same state directory). After every event it checks the invariants below; every job that completes must
 // end with weights bit-for-bit equal to the same job run undisturbed by `baton run`.
 //
 //   baton_chaos --events N [--seed S] [--jobs J] [--work DIR]
@@ -11,8 +12,8 @@
 // Invariants (any violation: message on stderr, exit 1), per job:
 //   known      the job answers GET /v1/jobs/<id> (also right after a daemon restart)
 //   state      never failed or paused; completed means checkpoint_step == total_steps
-//   verifies   the newest checkpoint file verifies, no file is rejected, and it is not older
-//              than the record's checkpoint_step
+//   verifies   the newest checkpoint file verifies, no file is rejected (but those a bad-path
+//              attacker planted), and it is not older than the record's checkpoint_step
 //   monotone   the record's checkpoint_step and the shards' start steps never go backwards
 //   one-worker at most one live process carries the job's BATON_JOB_DIR
 //   no-orphan  no process of any job outlives a SIGKILLed daemon by more than 2 s, nor a
@@ -22,8 +23,14 @@
 //              worker had reached is lost (checkpoint_step >= its live step before the signal)
 //   spike      a worker that took a soft spike ends as memory_soft, a hard one as memory_hard,
 //              within 10 s (or as completed if that was the job's last step: it finished first)
+//   contained  an escapee (setsid, double fork, empty environment) is gone 2 s after the shard
+//              of the worker that started it closed, and none outlives its job
+//   bad-path   an announced FIFO, /dev/zero link, sparse 1.5 GiB file or link out of the state
+//              dir is in rejected/ within 10 s
+//   responsive from an attack's order until its check ends, every status call answers in 1 s
 #include <signal.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
@@ -101,6 +108,7 @@ json job_document(const std::string& name) {
       {"worker",
        {{"command",
          {fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3",
+          std::string(BATON_SOURCE_DIR) + "/tests/chaos/attacker.py",
           std::string(BATON_SOURCE_DIR) + "/configs/examples/python-worker/train.py"}},
         {"stop_grace_ms", stop_grace_ms}}},
       {"debug", {{"leak_mib_per_step", 4}}}};
@@ -155,7 +163,8 @@ class daemon_process {
     baton::os::spawn_options o;
     o.argv = {BATON_EXE,  "serve",          "--state-dir",   (work / "state").string(),
               "--socket", socket_.string(), "--max-workers", std::to_string(max_workers)};
-    o.env = {{"BATON_EXAMPLE_SPIKE_DIR", (work / "spikes").string()}};
+    o.env = {{"BATON_EXAMPLE_SPIKE_DIR", (work / "spikes").string()},
+             {"BATON_CHAOS_ORDERS", (work / "orders").string()}};
     o.stderr_log = work / "daemon.log";
     auto p = baton::os::spawn(io_, o);
     require(bool(p), "cannot start the daemon");
@@ -238,6 +247,8 @@ struct tally {
       completed_shards = 0;
   int soft_spike_recycles = 0, hard_spike_kills = 0, spikes_unclaimed = 0;
   int spikes_in_last_step = 0;  // claimed in the job's final step, which completed first
+  int escapes = 0, escapees_reaped = 0, floods = 0, bad_paths = 0, attacks_unclaimed = 0;
+  double slowest_status_s = 0, slowest_status_in_attack_s = 0;
   double max_drain_s = 0;
   int drained_workers = 0;  // workers live when the daemon got SIGTERM
 };
@@ -248,8 +259,8 @@ struct event_kind {
   int percent;
 };
 constexpr event_kind event_kinds[] = {
-    {"worker 9", 28},   {"worker 15", 17}, {"daemon 9", 11}, {"daemon 15", 8},
-    {"soft spike", 10}, {"hard spike", 5}, {"quiet", 21},
+    {"worker 9", 28},  {"worker 15", 17}, {"daemon 9", 11}, {"daemon 15", 8}, {"soft spike", 10},
+    {"hard spike", 5}, {"escape", 3},     {"flood", 2},     {"bad path", 4},  {"quiet", 12},
 };
 
 std::string load_average() {
@@ -272,6 +283,7 @@ class driver {
     const auto t0 = clock_type::now();
     const auto load_before = load_average();
     fs::create_directories(work_ / "spikes");
+    fs::create_directories(work_ / "orders");
     // The undisturbed run goes on beside the chaos: most of its 15 s is the daemon's 1 s floor
     // between two spawns (job_machine), not CPU, and no job completes before it is done.
     reference_future_ = std::async(std::launch::async, [this] { return reference_weights(); });
@@ -296,6 +308,9 @@ class driver {
       if (kind == "daemon 15") terminate_daemon();
       if (kind == "soft spike") spike(spikes_.soft_mib, "memory_soft");
       if (kind == "hard spike") spike(spikes_.hard_mib, "memory_hard");
+      if (kind == "escape") attack_escape();
+      if (kind == "flood") attack_flood();
+      if (kind == "bad path") attack_bad_path();
       ++tally_.events[kind];
       std::this_thread::sleep_for(100ms);
       for (auto& slot : slots_) {
@@ -315,6 +330,17 @@ class driver {
       require(slot.last_state == "completed",
               "job " + slot.id + " did not complete after the schedule");
       finish_job(slot, /*resubmit=*/false);
+    }
+    // Every job has completed: no escapee may be left.
+    const auto last = clock_type::now() + 2s;
+    while (clock_type::now() < last && std::any_of(escapees_.begin(), escapees_.end(),
+                                                   [](const escapee& e) { return alive(e.pid); })) {
+      std::this_thread::sleep_for(20ms);
+    }
+    for (const auto& e : escapees_) {
+      expect(!alive(e.pid),
+             "[contained] escapee " + std::to_string(e.pid) + " of " + e.job + " outlived its job");
+      ++tally_.escapees_reaped;
     }
     print_summary(events, std::chrono::duration<double>(clock_type::now() - t0).count(),
                   load_before);
@@ -337,9 +363,9 @@ class driver {
     const auto dir = work_ / "reference";
     fs::create_directories(dir);
     std::ofstream(dir / "job.json") << job_document("reference").dump(2);
-    auto r = baton::test::run_process({BATON_EXE, "run", (dir / "job.json").string(),
-                                          "--state-dir", (dir / "state").string(), "--json"},
-                                         {}, dir / "baton.stderr", std::chrono::seconds(120));
+    auto r = baton::test::run_process({BATON_EXE, "run", (dir / "job.json").string(), "--state-dir",
+                                       (dir / "state").string(), "--json"},
+                                      {}, dir / "baton.stderr", std::chrono::seconds(120));
     require(!r.timed_out && r.status.success(), "undisturbed reference run failed");
     const auto summary = json::parse(r.out);
     require(summary.at("state") == "completed", "reference run did not complete");
@@ -356,7 +382,15 @@ class driver {
   }
 
   json status(const job_slot& slot) {
+    const auto t0 = clock_type::now();
     auto r = control_client::call(daemon_->socket(), "GET", "/v1/jobs/" + slot.id, nullptr, 5s);
+    const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
+    tally_.slowest_status_s = std::max(tally_.slowest_status_s, took);
+    if (in_attack_) {
+      tally_.slowest_status_in_attack_s = std::max(tally_.slowest_status_in_attack_s, took);
+      expect(took < 1.0, "[responsive] GET /v1/jobs/" + slot.id + " took " + std::to_string(took) +
+                             " s while a worker attacked the daemon");
+    }
     expect(bool(r), "[known] GET /v1/jobs/" + slot.id + " failed");
     expect(r->status == 200, "[known] job " + slot.id + " unknown to the daemon");
     return r->body;
@@ -482,6 +516,148 @@ class driver {
     ++(hard ? tally_.hard_spike_kills : tally_.soft_spike_recycles);
   }
 
+  // ----- worker-side attacks (tests/chaos/attacker.py) ---------------------------------------
+
+  // The report of an attacker of job `id`, removed once read; nullopt while there is none.
+  std::optional<json> take_report(const std::string& id) {
+    const std::string prefix = id + ".done.";
+    for (const auto& d : fs::directory_iterator(work_ / "orders")) {
+      const auto name = d.path().filename().string();
+      if (name.rfind(prefix, 0) != 0 || name.find(".tmp") != std::string::npos) continue;
+      auto report = json::parse(read_text(d.path()), nullptr, false);
+      fs::remove(d.path());
+      expect(!report.is_discarded(), "[attack] unreadable report " + name);
+      return report;
+    }
+    return std::nullopt;
+  }
+
+  // Orders the next worker of `slot` to attack and waits up to 10 s for one to claim it; an
+  // order nobody claimed by then (or once the job completed) is withdrawn. From here until the
+  // caller clears in_attack_, every status call must answer within 1 s. The attacker's report.
+  std::optional<json> order_attack(const job_slot& slot, const std::string& order) {
+    const auto file = work_ / "orders" / slot.id;
+    std::ofstream(file.string() + ".tmp") << order << "\n";
+    fs::rename(file.string() + ".tmp", file);
+    in_attack_ = true;
+    const auto deadline = clock_type::now() + 10s;
+    while (true) {
+      if (auto report = take_report(slot.id)) return report;
+      const bool done = status(slot).at("state") == "completed";
+      if (done || clock_type::now() >= deadline) {
+        std::error_code ec;
+        if (fs::remove(file, ec)) break;  // not claimed: withdrawn
+        // Claimed in the meantime: its report follows at once.
+        expect(clock_type::now() < deadline + 10s,
+               "[attack] " + slot.id + ": an order was claimed but never reported");
+      }
+      std::this_thread::sleep_for(20ms);
+      daemon_->pump();
+    }
+    ++tally_.attacks_unclaimed;
+    in_attack_ = false;
+    return std::nullopt;
+  }
+
+  static bool alive(std::int64_t pid) {
+    const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+    const auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+  }
+
+  // An escapee (setsid + double fork, empty environment, SIGTERM ignored, 48 MiB) must be gone
+  // at most 2 s after the shard of the worker that started it is closed: by the daemon's
+  // containment at the worker's end, or by the restarted daemon after a SIGKILL.
+  void attack_escape() {
+    auto& slot = any_slot();
+    auto r = order_attack(slot, "escape 48");
+    in_attack_ = false;
+    if (!r) return;
+    ++tally_.escapes;
+    escapees_.push_back({slot.id, r->at("escapee").get<std::int64_t>(),
+                         r->at("pid").get<std::int64_t>(), std::nullopt});
+  }
+
+  void check_escapees(const job_slot& slot, const json& s) {
+    for (auto it = escapees_.begin(); it != escapees_.end();) {
+      if (it->job != slot.id) {
+        ++it;
+        continue;
+      }
+      if (!alive(it->pid)) {
+        ++tally_.escapees_reaped;
+        it = escapees_.erase(it);
+        continue;
+      }
+      const json* shard = shard_of(s, it->worker);
+      if (shard != nullptr && !shard->at("cause").is_null() && !it->worker_ended) {
+        it->worker_ended = clock_type::now();
+      }
+      expect(!it->worker_ended || clock_type::now() - *it->worker_ended < 2s,
+             "[contained] escapee " + std::to_string(it->pid) + " of worker " +
+                 std::to_string(it->worker) + " (" + slot.id +
+                 ") still runs 2 s after its worker's shard closed");
+      ++it;
+    }
+  }
+
+  // A flood of stdout (a 50 MiB line, 20,000 lines of noise) before the trainer starts: the
+  // daemon keeps answering within 1 s while it reads it, and for a second after.
+  void attack_flood() {
+    auto& slot = any_slot();
+    if (order_attack(slot, "flood")) {
+      ++tally_.floods;
+      const auto until = clock_type::now() + 1s;
+      while (clock_type::now() < until) {
+        (void)status(slot);
+        std::this_thread::sleep_for(50ms);
+        daemon_->pump();
+      }
+    }
+    in_attack_ = false;
+  }
+
+  // A worker announces a hostile entry as its next checkpoint: within 10 s the daemon has moved
+  // it into rejected/ (without blocking: status answers within 1 s throughout), and no worker is
+  // ever pointed at it ([verifies] and [monotone] hold on).
+  void attack_bad_path() {
+    static const char* const kinds[] = {"fifo", "dev-zero", "sparse", "symlink-out"};
+    auto& slot = any_slot();
+    const std::string kind = kinds[pick(0, 3)];
+    auto r = order_attack(slot, "bad-path " + kind);
+    if (!r || r->at("path").is_null()) {  // the trainer ended before any checkpoint
+      if (r) ++tally_.attacks_unclaimed;
+      in_attack_ = false;
+      return;
+    }
+    const fs::path path = r->at("path").get<std::string>();
+    planted_.push_back(path.string());
+    const auto gone = [&] {
+      std::error_code ec;
+      return fs::symlink_status(path, ec).type() == fs::file_type::not_found;
+    };
+    const auto deadline = clock_type::now() + 10s;
+    while (!gone() && clock_type::now() < deadline) {
+      (void)status(slot);
+      std::this_thread::sleep_for(20ms);
+      daemon_->pump();
+    }
+    in_attack_ = false;
+    expect(gone(), "[bad-path] " + path.string() + " (" + kind + "), announced by worker " +
+                       std::to_string(r->at("pid").get<std::int64_t>()) +
+                       ", is still in the checkpoint folder 10 s later");
+    bool aside = false;
+    std::error_code ec;
+    for (const auto& d : fs::directory_iterator(path.parent_path() / "rejected", ec)) {
+      const auto name = d.path().filename().string();
+      aside = aside || (name.rfind(path.filename().string(), 0) == 0 &&
+                        name.find(".reason") == std::string::npos);
+    }
+    expect(aside, "[bad-path] " + path.string() + " (" + kind + ") left the checkpoint folder " +
+                      "but is not in rejected/");
+    ++tally_.bad_paths;
+  }
+
   // No process carrying a BATON_JOB_DIR under our state dir, waiting up to `grace` for one.
   void expect_no_workers(std::chrono::milliseconds grace, const std::string& after) {
     const std::string prefix = "BATON_JOB_DIR=" + (work_ / "state").string();
@@ -582,9 +758,13 @@ class driver {
     if (step > 0) {
       expect(newest->has_value(),
              "[verifies] " + id + ": no checkpoint on disk for step " + std::to_string(step));
-      expect((*newest)->rejected.empty(),
-             "[verifies] " + id + " rejected: " +
-                 ((*newest)->rejected.empty() ? std::string() : (*newest)->rejected[0]));
+      for (const auto& why : (*newest)->rejected) {
+        // An entry a bad-path attacker planted is the daemon's to reject; nothing else may be.
+        const bool planted = std::any_of(planted_.begin(), planted_.end(), [&](const auto& p) {
+          return why.find(p) != std::string::npos;
+        });
+        expect(planted, "[verifies] " + id + " rejected: " + why);
+      }
       expect((*newest)->data.step() >= step,
              "[verifies] " + id + ": newest file is older than the record");
     }
@@ -596,6 +776,7 @@ class driver {
       }
       fail("[one-worker] " + std::to_string(workers.size()) + " live workers for " + id + who);
     }
+    check_escapees(slot, s);
     if (step > slot.last_step) slot.kills_since_progress = 0;
     slot.last_step = step;
     slot.last_state = state;
@@ -627,12 +808,14 @@ class driver {
       return it == tally_.events.end() ? 0 : it->second;
     };
     std::cout << "| seed | jobs at once | events | worker 9 / 15 | daemon 9 / 15 | soft / hard "
-                 "spike | quiet | invariant checks | violations | seconds | load before / after "
-                 "(1 min / 5 min) |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+                 "spike | escape / flood / bad path | quiet | invariant checks | violations | "
+                 "seconds | load before / after (1 min / 5 min) |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
               << "| " << seed_ << " | " << slots_.size() << " | " << events << " | "
               << count("worker 9") << " / " << count("worker 15") << " | " << count("daemon 9")
               << " / " << count("daemon 15") << " | " << count("soft spike") << " / "
-              << count("hard spike") << " | " << count("quiet") << " | " << tally_.invariant_checks
+              << count("hard spike") << " | " << count("escape") << " / " << count("flood") << " / "
+              << count("bad path") << " | " << count("quiet") << " | " << tally_.invariant_checks
               << " | 0 | " << static_cast<int>(seconds) << " | " << load_before << " ; "
               << load_average() << " |\n\n";
     std::cout << "jobs completed (weights == undisturbed): " << tally_.jobs_completed << "\n"
@@ -642,6 +825,12 @@ class driver {
               << tally_.hard_spike_kills << " hard -> memory_hard kill, " << tally_.spikes_unclaimed
               << " withdrawn (worker ended first), " << tally_.spikes_in_last_step
               << " in the job's last step (completed first)\n"
+              << "worker attacks: " << tally_.escapes << " escapes (" << tally_.escapees_reaped
+              << " escapees gone in time), " << tally_.floods << " floods, " << tally_.bad_paths
+              << " bad paths rejected and moved aside, " << tally_.attacks_unclaimed
+              << " unclaimed (no worker started, or it ended first)\n"
+              << "slowest status answer: " << tally_.slowest_status_s << " s overall, "
+              << tally_.slowest_status_in_attack_s << " s during attacks\n"
               << "SIGTERM drains: longest " << tally_.max_drain_s << " s, "
               << tally_.drained_workers << " live worker(s) stopped by them\n"
               << "worker exits by cause (completed jobs): completed " << tally_.completed_shards
@@ -660,6 +849,14 @@ class driver {
   std::unique_ptr<daemon_process> daemon_;
   int event_ = -1;
   tally tally_;
+  bool in_attack_ = false;            // status calls must answer within 1 s
+  std::vector<std::string> planted_;  // every bad-path entry planted so far
+  struct escapee {
+    std::string job;
+    std::int64_t pid = 0, worker = 0;
+    std::optional<clock_type::time_point> worker_ended;
+  };
+  std::vector<escapee> escapees_;
 };
 }  // namespace
 
