@@ -112,4 +112,21 @@ status write_file_atomic(env& e, const std::filesystem::path& path,
   return {};
 }
 
+result<int> remove_temp_files(env& e, const std::filesystem::path& dir) {
+  if (!e.file_exists(dir)) return 0;
+  auto names = e.list_dir(dir);
+  if (!names) return names.error();
+  int removed = 0;
+  for (const auto& n : *names) {
+    if (n.find(temp_file_marker) == std::string::npos) continue;
+    const auto p = dir / n;
+    auto info = e.stat_no_follow(p);
+    if (!info) return info.error();
+    if (info->kind == entry_kind::directory) continue;
+    if (auto s = e.remove_file(p); !s) return s.error();
+    ++removed;
+  }
+  return removed;
+}
+
 }  // namespace baton::os

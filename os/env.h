@@ -124,4 +124,13 @@ status write_file_atomic(env& e, const std::filesystem::path& path, std::string_
 status write_file_atomic(env& e, const std::filesystem::path& path,
                          const std::function<status(writable_file&)>& write);
 
+// The marker in every temp file name write_file_atomic makes (and the Python package too):
+// "<name>.tmp-<tag>".
+inline constexpr std::string_view temp_file_marker = ".tmp-";
+
+// Removes the temp files directly in `dir` (names with temp_file_marker): what writes killed
+// halfway left behind. Links are removed, never followed; folders are left alone (not ours).
+// Only while nobody writes there. Returns how many it removed; a missing `dir` holds none.
+result<int> remove_temp_files(env& e, const std::filesystem::path& dir);
+
 }  // namespace baton::os

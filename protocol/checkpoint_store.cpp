@@ -15,7 +15,7 @@ namespace {
 
 constexpr std::string_view prefix = "ckpt-";
 constexpr std::string_view suffix = ".safetensors";
-constexpr std::string_view temp_marker = ".tmp-";
+constexpr std::string_view temp_marker = os::temp_file_marker;
 
 // Step encoded in a checkpoint name: "ckpt-<12+ digits>.safetensors" (a file) or
 // "ckpt-<12+ digits>" (a folder); nullopt for anything else (temp files and staging included).
@@ -175,21 +175,7 @@ result<std::filesystem::path> checkpoint_store::move_aside(const std::filesystem
 }
 
 result<int> checkpoint_store::sweep_temp_files() const {
-  if (!env_.file_exists(dir_)) return 0;
-  auto names = env_.list_dir(dir_);
-  if (!names) return names.error();
-  int removed = 0;
-  for (const auto& n : *names) {
-    if (n.find(temp_marker) == std::string::npos) continue;
-    const auto p = dir_ / n;
-    auto info = env_.stat_no_follow(p);
-    if (!info) return info.error();
-    // A folder named like a temp file is not one of ours; a link is removed, never followed.
-    if (info->kind == os::entry_kind::directory) continue;
-    if (auto s = env_.remove_file(p); !s) return s.error();
-    ++removed;
-  }
-  return removed;
+  return os::remove_temp_files(env_, dir_);
 }
 
 result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {

@@ -65,6 +65,12 @@ status daemon::impl::recover() {
     log(log_level::warning, "job " + id + ": removed a half-written submit (no record; the " +
                                 "daemon stopped before acknowledging it)");
   }
+  // Record and spec writes a SIGKILL cut short (the folder's state lock says none runs now).
+  auto temps = store.sweep_temp_files();
+  if (!temps) return temps.error();
+  if (*temps > 0) {
+    log(log_level::info, "removed " + std::to_string(*temps) + " temp file(s) of writes cut short");
+  }
   auto ids = store.list();
   if (!ids) return ids.error();
   std::vector<std::string> resume;

@@ -168,6 +168,18 @@ result<std::vector<std::string>> job_store::sweep_incomplete() {
   return removed;
 }
 
+result<int> job_store::sweep_temp_files() {
+  auto ids = folder_ids();
+  if (!ids) return ids.error();
+  int removed = 0;
+  for (const auto& id : *ids) {
+    auto n = os::remove_temp_files(env_, job_dir(id));
+    if (!n) return with_context("sweeping " + job_dir(id).string(), n.error());
+    removed += *n;
+  }
+  return removed;
+}
+
 status job_store::save(job_record& r) {
   if (auto s = validate_job_id(r.id); !s) return s;
   ++r.seq;

@@ -63,6 +63,11 @@ class job_store {
   // Returns the ids removed (the caller logs them).
   result<std::vector<std::string>> sweep_incomplete();
 
+  // Removes the temp files of record and spec writes a crash cut short, in every job's folder
+  // (its checkpoints/ is checkpoint_store's). Only by the state directory's owner at start,
+  // before any write. Returns how many it removed.
+  result<int> sweep_temp_files();
+
   // Removes a job's folder entirely (baton run --fresh).
   status remove(const std::string& id);
 

@@ -135,3 +135,23 @@ TEST_CASE("default env syncs a file by path and removes a folder tree", "[unit][
   CHECK(e.remove_dir_all(dir / "u"));  // already gone: nothing to do
   fs::remove_all(dir);
 }
+
+TEST_CASE("remove_temp_files takes only the temp files of killed writes", "[unit][env]") {
+  auto& e = baton::os::env::default_env();
+  const auto dir = scratch_dir("temps");
+  REQUIRE(baton::os::write_file_atomic(e, dir / "record.0.json", "{}"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "record.0.json.tmp-0123456789abcdef-7", "half"));
+  REQUIRE(baton::os::write_file_atomic(e, dir / "spec.json.tmp-py42", "half"));
+  REQUIRE(e.create_dirs(dir / "kept.tmp-folder"));  // a folder is never ours to remove
+  auto n = baton::os::remove_temp_files(e, dir);
+  REQUIRE(n);
+  CHECK(*n == 2);
+  CHECK(e.file_exists(dir / "record.0.json"));
+  CHECK_FALSE(e.file_exists(dir / "record.0.json.tmp-0123456789abcdef-7"));
+  CHECK_FALSE(e.file_exists(dir / "spec.json.tmp-py42"));
+  CHECK(e.file_exists(dir / "kept.tmp-folder"));
+  auto none = baton::os::remove_temp_files(e, dir / "missing");
+  REQUIRE(none);
+  CHECK(*none == 0);
+  fs::remove_all(dir);
+}

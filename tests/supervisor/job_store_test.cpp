@@ -271,3 +271,41 @@ TEST_CASE("a create cut short leaves a folder that sweep_incomplete removes", "[
   CHECK(none->empty());
   fs::remove_all(dir);
 }
+
+TEST_CASE("sweep_temp_files removes what record writes cut short left in job folders",
+          "[unit][job_store]") {
+  using op = baton::os::fault_env::op;
+  const auto dir = scratch("temps");
+  baton::os::fault_env e(baton::os::env::default_env());
+  job_store store(e, dir);
+  REQUIRE(store.open());
+  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  REQUIRE(r);
+  // A crash between the temp file's sync and its rename: the temp file stays.
+  e.call_at(
+      1, [](op, const fs::path&) { throw std::runtime_error("crash"); }, op::rename_file);
+  CHECK_THROWS(store.save(*r));
+  e.disarm();
+  auto left = [&] {
+    int n = 0;
+    for (const auto& d : fs::directory_iterator(store.job_dir("tiny"))) {
+      n += d.path().filename().string().find(".tmp-") != std::string::npos;
+    }
+    return n;
+  };
+  REQUIRE(left() == 1);
+  fs::create_directories(store.checkpoint_dir("tiny"));
+  write_all(store.checkpoint_dir("tiny") / "ckpt-000000000001.safetensors.tmp-py1", "x");
+
+  job_store next(baton::os::env::default_env(), dir);
+  auto removed = next.sweep_temp_files();
+  REQUIRE(removed);
+  CHECK(*removed == 1);
+  CHECK(left() == 0);
+  // The checkpoint folder is checkpoint_store's to sweep (the runner does, before a worker).
+  CHECK(fs::exists(store.checkpoint_dir("tiny") / "ckpt-000000000001.safetensors.tmp-py1"));
+  auto back = next.load("tiny");
+  REQUIRE(back);
+  CHECK(back->rejected.empty());
+  fs::remove_all(dir);
+}
