@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "os/env.h"
@@ -89,6 +91,20 @@ std::int64_t num(const json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<std::int64_t>() : 0;
 }
 
+// A field the daemon may send as null (a loss before the first report, a leak rate with too few
+// samples) or not at all: never json::value(), which throws on a null that is there.
+std::optional<double> real(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+const json& member(const json& j, const char* key) {
+  static const json none;
+  const auto it = j.find(key);
+  return it == j.end() ? none : *it;
+}
+
 }  // namespace
 
 fs::path resolve_client_socket(const std::string& flag) {
@@ -113,25 +129,23 @@ std::string format_job_status(const json& s) {
   }
   const auto live = s.find("live");
   if (live != s.end() && live->is_object() && num(*live, "pid") != 0) {
-    o << ", epoch " << num(*live, "epoch") + 1 << ", loss " << fixed(live->value("loss", 0.0), 4);
-    const json metrics = live->value("metrics", json::object());
-    for (const auto& [k, v] : metrics.items()) {
-      if (v.is_number()) o << ", " << k << " " << fixed(v.get<double>(), 4);
+    o << ", epoch " << num(*live, "epoch") + 1;
+    if (const auto loss = real(*live, "loss")) o << ", loss " << fixed(*loss, 4);
+    if (const auto& metrics = member(*live, "metrics"); metrics.is_object()) {
+      for (const auto& [k, v] : metrics.items()) {
+        if (v.is_number()) o << ", " << k << " " << fixed(v.get<double>(), 4);
+      }
     }
     o << "\n  worker pid " << num(*live, "pid") << ", rss " << format_mib(num(*live, "rss_bytes"));
   }
   o << "\n";
   o << "  memory limits: soft "
-    << (s.value("soft_limit_mib", json()).is_number()
-            ? std::to_string(num(s, "soft_limit_mib")) + " MiB"
-            : "none")
+    << (real(s, "soft_limit_mib") ? std::to_string(num(s, "soft_limit_mib")) + " MiB" : "none")
     << ", hard "
-    << (s.value("hard_limit_mib", json()).is_number()
-            ? std::to_string(num(s, "hard_limit_mib")) + " MiB"
-            : "none")
+    << (real(s, "hard_limit_mib") ? std::to_string(num(s, "hard_limit_mib")) + " MiB" : "none")
     << "; peak RSS " << format_mib(num(s, "peak_rss_bytes"));
-  if (const auto leak = s.value("leak_bytes_per_step", json()); leak.is_number()) {
-    o << ", leak " << leak_text(leak.get<double>()) << " (newest worker)";
+  if (const auto leak = real(s, "leak_bytes_per_step")) {
+    o << ", leak " << leak_text(*leak) << " (newest worker)";
   }
   o << "\n";
   if (const auto c = s.find("containment"); c != s.end() && c->is_string()) {
@@ -143,15 +157,17 @@ std::string format_job_status(const json& s) {
     << (ckpt.empty() ? "(none yet)"
                      : "step " + std::to_string(num(s, "checkpoint_step")) + " at " + ckpt)
     << "\n";
-  const auto shards = s.value("shards", json::array());
-  if (!shards.empty()) {
+  const auto& shards = member(s, "shards");
+  if (shards.is_array() && !shards.empty()) {
     char line[256];
     std::snprintf(line, sizeof line, "  %5s %7s %7s %8s %8s  %-12s %10s %14s  %s\n", "shard",
                   "attempt", "pid", "from", "to", "exit", "peak RSS", "leak", "detail");
     o << line;
     for (const auto& sh : shards) {
-      const auto cause = sh.value("cause", json());
-      const std::string leak = leak_text(sh.value("leak_bytes_per_step", 0.0));
+      if (!sh.is_object()) continue;
+      const auto& cause = member(sh, "cause");
+      const auto leak_rate = real(sh, "leak_bytes_per_step");
+      const std::string leak = leak_rate ? leak_text(*leak_rate) : "-";
       std::snprintf(
           line, sizeof line, "  %5lld %7lld %7lld %8lld %8lld  %-12s %10s %14s  %s\n",
           static_cast<long long>(num(sh, "index")), static_cast<long long>(num(sh, "attempt")),
@@ -164,22 +180,25 @@ std::string format_job_status(const json& s) {
     }
   }
   o << "  exits:";
-  const auto exits = s.value("exits_by_cause", json::object());
-  if (exits.empty()) o << " none";
-  for (const auto& [cause, count] : exits.items()) o << " " << cause << " " << count;
+  const auto& exits = member(s, "exits_by_cause");
+  if (!exits.is_object() || exits.empty()) o << " none";
+  if (exits.is_object()) {
+    for (const auto& [cause, count] : exits.items()) o << " " << cause << " " << count;
+  }
   o << "\n";
   return o.str();
 }
 
 std::string format_job_list(const json& list) {
   std::ostringstream o;
-  const auto jobs = list.value("jobs", json::array());
-  if (jobs.empty()) return "no jobs\n";
+  const auto& jobs = member(list, "jobs");
+  if (!jobs.is_array() || jobs.empty()) return "no jobs\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-32s %-10s %15s %7s %10s  %s\n", "ID", "STATE", "STEP",
                 "WORKERS", "RSS", "DIAGNOSIS");
   o << line;
   for (const auto& j : jobs) {
+    if (!j.is_object()) continue;
     std::string step = std::to_string(num(j, "step"));
     if (num(j, "total_steps") > 0) step += "/" + std::to_string(num(j, "total_steps"));
     const auto rss = num(j, "rss_bytes");
@@ -310,8 +329,10 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
         return;
       }
       ctx.out << str(*body, "data") << std::flush;
-      const auto next = body->value("next_offset", offset);
-      const auto size = body->value("size", std::uint64_t{0});
+      const auto& next_field = member(*body, "next_offset");
+      const auto next = next_field.is_number_unsigned() ? next_field.get<std::uint64_t>() : offset;
+      const auto& size_field = member(*body, "size");
+      const auto size = size_field.is_number_unsigned() ? size_field.get<std::uint64_t>() : 0;
       const bool advanced = next > offset;
       offset = next;
       if (advanced && next < size) continue;  // more is there already

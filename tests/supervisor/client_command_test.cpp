@@ -1,6 +1,7 @@
 #include "supervisor/client_command.h"
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 using baton::supervisor::format_job_list;
@@ -38,4 +39,52 @@ TEST_CASE("status shows the worker's total once known, and no total before",
   const auto table = format_job_list(list);
   CHECK_THAT(table, Catch::Contains(" 40 ") && Catch::Contains(" 40/160 "));
   CHECK_THAT(table, !Catch::Contains("40/0"));
+}
+
+TEST_CASE("status and list never throw on a null or mistyped field", "[unit][client_command]") {
+  // `baton status` once died twice in 95 polls at shard starts: live.loss and
+  // leak_bytes_per_step were null ("type must be number, but is null").
+  json full = running(160);
+  full["soft_limit_mib"] = 64;
+  full["hard_limit_mib"] = 400;
+  full["peak_rss_bytes"] = 1 << 20;
+  full["leak_bytes_per_step"] = 1024.0;
+  full["diagnosis"] = "";
+  full["queue_position"] = 1;
+  full["containment"] = "cgroup";
+  full["live"]["metrics"] = {{"accuracy", 0.9}};
+  full["shards"] = {{{"index", 0},
+                     {"attempt", 0},
+                     {"pid", 77},
+                     {"start_step", 0},
+                     {"end_step", 8},
+                     {"cause", "memory_soft"},
+                     {"peak_rss_bytes", 1 << 20},
+                     {"leak_bytes_per_step", 512.0},
+                     {"detail", ""}}};
+  full["exits_by_cause"] = {{"memory_soft", 1}};
+  REQUIRE_NOTHROW(format_job_status(full));
+  const json odd_values[] = {nullptr, "text", json::array(), json::object(), -1, 1.5, true};
+  const auto each_field = [&](const std::function<json&(json&)>& at, const json& fields) {
+    for (const auto& [key, value] : fields.items()) {
+      for (const auto& odd : odd_values) {
+        json s = full;
+        at(s)[key] = odd;
+        INFO(key << " = " << odd.dump());
+        CHECK_NOTHROW(format_job_status(s));
+        CHECK_NOTHROW(format_job_list(json{{"jobs", {s}}}));
+      }
+    }
+  };
+  each_field([](json& s) -> json& { return s; }, full);
+  each_field([](json& s) -> json& { return s["live"]; }, full["live"]);
+  each_field([](json& s) -> json& { return s["shards"][0]; }, full["shards"][0]);
+  CHECK_NOTHROW(format_job_status(json::object()));
+  CHECK_NOTHROW(format_job_list(json{{"jobs", nullptr}}));
+  CHECK_NOTHROW(format_job_list(json{{"jobs", {nullptr, 3}}}));
+
+  // A loss not reported yet is left out, not shown as 0.
+  json fresh = running(160);
+  fresh["live"]["loss"] = nullptr;
+  CHECK_THAT(format_job_status(fresh), Catch::Contains("epoch 1\n") && !Catch::Contains("loss"));
 }
