@@ -1,10 +1,15 @@
 #include "supervisor/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "os/env.h"
+#include "protocol/field_checker.h"
 #include "protocol/job_spec.h"
 #include "protocol/version.h"
 #include "supervisor/checkpoint_command.h"
@@ -27,6 +32,64 @@ void print_lines(std::ostream& os, const std::string& prefix, const std::string&
     if (nl == std::string::npos) break;
     start = nl + 1;
   }
+}
+
+// git's "did you mean": a word CLI11 did not take, against the names it would have taken there.
+std::string unknown_word_text(std::string_view word, const std::vector<std::string>& names,
+                              std::string_view what) {
+  std::vector<std::string_view> views(names.begin(), names.end());
+  std::string text = "baton: '" + std::string(word) + "' is not " + std::string(what);
+  if (const auto near = protocol::closest(word, views)) {
+    text += "; did you mean '" + std::string(*near) + "'?";
+  } else {
+    text += "; expected one of " + protocol::one_of(views);
+  }
+  return text + "\n";
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+std::vector<std::string> flag_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const auto* opt : app.get_options()) {
+    for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+  }
+  return names;
+}
+
+// For an "arguments not expected" error: the first unknown word, with a suggestion from the
+// deepest subcommand that was given (its flags, or its own subcommands for a word).
+std::optional<std::string> did_you_mean(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return std::nullopt;
+    if (const auto* sub = [&]() -> const CLI::App* {
+          for (const auto* s : at->get_subcommands([](const CLI::App*) { return true; })) {
+            if (s->get_name() == word) return s;
+          }
+          return nullptr;
+        }()) {
+      at = sub;
+      continue;
+    }
+    if (word.rfind("--", 0) == 0) {
+      const std::string name = word.substr(0, word.find('='));
+      const auto flags = flag_names(*at);
+      if (std::find(flags.begin(), flags.end(), name) == flags.end()) {
+        return unknown_word_text(name, flags, "an option of `" + at->get_name() + "`");
+      }
+    } else if (at == &app) {
+      return unknown_word_text(word, subcommand_names(app), "a baton command");
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -67,7 +130,9 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
                "baton");
   app.set_version_flag("--version", std::string(protocol::version()));
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 ok, 1 failure, 2 invalid job config, 64 bad command line.\n");
+  app.footer(
+      "Exit codes: 0 ok, 1 failure, 2 invalid job config, 64 bad command line, 124 `wait "
+      "--timeout` ran out.\n");
   // CLI11 defaults to reading "/name" as an option on Windows, so a path argument such as
   // "/jobs/a.json" would be rejected there; baton's options are "--name" on every platform.
   // Set before the subcommands are added: each copies it from its parent when created.
@@ -88,6 +153,14 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A typo gets a suggestion rather than CLI11's "A subcommand is required" or "The following
+    // arguments were not expected".
+    if (e.get_exit_code() != 0) {
+      if (auto hint = did_you_mean(app, argc, argv)) {
+        err << *hint << "Run 'baton --help' for the commands and their options.\n";
+        return exit_usage;
+      }
+    }
     // --help and --version arrive here as "errors" with a success code.
     const int code = app.exit(e, out, err);
     return code == 0 ? exit_ok : exit_usage;

@@ -19,9 +19,10 @@ namespace baton::supervisor {
 
 // Exit codes shared by every verb.
 inline constexpr int exit_ok = 0;
-inline constexpr int exit_failure = 1;  // the command ran and failed (I/O, server error...)
-inline constexpr int exit_invalid = 2;  // the input (a job config) is invalid
-inline constexpr int exit_usage = 64;   // bad command line (sysexits EX_USAGE)
+inline constexpr int exit_failure = 1;    // the command ran and failed (I/O, server error...)
+inline constexpr int exit_invalid = 2;    // the input (a job config) is invalid
+inline constexpr int exit_usage = 64;     // bad command line (sysexits EX_USAGE)
+inline constexpr int exit_timeout = 124;  // `wait --timeout` gave up (as timeout(1) does)
 
 // What a verb's callback may use; it sets exit_code before returning.
 struct cli_context {

@@ -391,7 +391,9 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
   auto o = std::make_shared<client_options>();
   auto timeout_s = std::make_shared<double>(0.0);
   auto* cmd = app.add_subcommand(
-      "wait", "Wait until a job completes, fails or is cancelled; exit 0 only if it completed");
+      "wait",
+      "Wait until a job completes, fails or is cancelled; exit 0 only if it completed, 124 if "
+      "--timeout ran out first");
   cmd->add_option("ID", o->id, "Job id")->required();
   cmd->add_option("--timeout", *timeout_s, "Give up after this many seconds (default: never)")
       ->check(CLI::NonNegativeNumber);
@@ -439,7 +441,7 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
       if (*timeout_s > 0 &&
           std::chrono::duration<double>(clock::now() - start).count() > *timeout_s) {
         ctx.err << "baton: job " << o->id << " did not finish within " << *timeout_s << " s\n";
-        ctx.exit_code = exit_failure;
+        ctx.exit_code = exit_timeout;
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(250));

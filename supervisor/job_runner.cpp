@@ -83,9 +83,9 @@ rest_outcome feed_job_at_rest(os::env& e, job_store& store, job_record& record, 
   return out;
 }
 
-status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir, const std::string& path,
-                                  std::int64_t step, const std::string& digest,
-                                  std::uint64_t max_bytes) {
+status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir,
+                                  const std::string& path, std::int64_t step,
+                                  const std::string& digest, std::uint64_t max_bytes) {
   const fs::path p = fs::path(path).lexically_normal();
   if (!p.is_absolute() || p.parent_path() != checkpoint_dir.lexically_normal()) {
     return make_error("checkpoint " + path + " is not a file in the job's checkpoint folder " +
@@ -284,8 +284,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     os::exit_status status;
   };
   std::deque<std::variant<held_line, held_exit>> held;
-  bool reading = false;            // an off-thread read runs; worker input is held
-  off_thread_call current_read;    // abandoned if the runner goes away first
+  bool reading = false;          // an off-thread read runs; worker input is held
+  off_thread_call current_read;  // abandoned if the runner goes away first
   // The walk start() made, used by the spawn that follows it at once instead of a second walk.
   std::optional<result<protocol::verified_checkpoint>> fresh_walk;
 
@@ -352,16 +352,15 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
                        std::function<void(result<T>)> then) {
     reading = true;
     std::weak_ptr<impl> weak = shared_from_this();
-    current_read = run_off_thread<T>(
-        io, options.verify_deadline, std::move(what), std::move(work),
-        [weak, then = std::move(then)](result<T> r) {
-          auto self = weak.lock();
-          if (!self || self->closed) return;
-          self->reading = false;
-          self->current_read = {};
-          then(std::move(r));  // may start the next read
-          self->replay_held();
-        });
+    current_read = run_off_thread<T>(io, options.verify_deadline, std::move(what), std::move(work),
+                                     [weak, then = std::move(then)](result<T> r) {
+                                       auto self = weak.lock();
+                                       if (!self || self->closed) return;
+                                       self->reading = false;
+                                       self->current_read = {};
+                                       then(std::move(r));  // may start the next read
+                                       self->replay_held();
+                                     });
   }
 
   void replay_held() {
@@ -444,9 +443,14 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       if (auto rate = leak_bytes_per_step(samples)) shard.leak_bytes_per_step = *rate;
     }
     ++record.exits_by_cause[std::string(to_string(x.cause))];
+    // A crash's own words are in the worker's log: say where, since the user will look next.
+    const bool crashed = x.cause == exit_cause::crashed;
     log_event("worker " + std::to_string(shard.pid) + " ended: " + std::string(to_string(x.cause)) +
-              (shard.detail.empty() ? "" : " (" + shard.detail + ")") + ", checkpoint at step " +
-              std::to_string(record.checkpoint_step));
+              (shard.detail.empty() ? "" : " (" + shard.detail + ")") +
+              (record.checkpoint_path.empty() && record.checkpoint_step == 0
+                   ? ", no checkpoint yet"
+                   : ", checkpoint at step " + std::to_string(record.checkpoint_step)) +
+              (crashed ? "; its output: " + store.log_path(record.id).string() : ""));
   }
 
   void apply_one(const act::close_interrupted_shard& x) {
@@ -764,8 +768,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       return out;
     };
     read_off_thread<sealed_result>(
-        "sealing checkpoint folder " + m.path, std::move(work),
-        [this, m](result<sealed_result> r) {
+        "sealing checkpoint folder " + m.path, std::move(work), [this, m](result<sealed_result> r) {
           if (!r) {
             if (r.error().code == errc::no_space) {
               log_event("cannot seal checkpoint " + m.path + ": " + r.error().message);
@@ -842,17 +845,19 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     exited.last_done = last_done;
     exited.now_ms = mono_ms();
     exited.total_steps = record.total_steps;
-    exited.stderr_tail = worker_log_tail(files, store.log_path(record.id), store.job_dir(record.id));
+    exited.stderr_tail =
+        worker_log_tail(files, store.log_path(record.id), store.job_dir(record.id));
     // After the worker: its killed writes' temp files go, and if the record's checkpoint went
     // with it (a worker that pruned or replaced it), the newest one that verifies takes its place.
     auto after = [e = &files, dir = store.checkpoint_dir(record.id), keep = spec.checkpoints.keep,
-                  cap = options.max_checkpoint_bytes,
-                  current = record.checkpoint_path]() -> result<std::optional<protocol::verified_checkpoint>> {
+                  cap = options.max_checkpoint_bytes, current = record.checkpoint_path]()
+        -> result<std::optional<protocol::verified_checkpoint>> {
       protocol::checkpoint_store cs(*e, dir, keep);
       (void)cs.sweep_temp_files();
       if (current.empty()) return std::optional<protocol::verified_checkpoint>();
       auto there = e->stat_no_follow(current);
-      if (there && (there->kind == os::entry_kind::regular || there->kind == os::entry_kind::directory)) {
+      if (there &&
+          (there->kind == os::entry_kind::regular || there->kind == os::entry_kind::directory)) {
         return std::optional<protocol::verified_checkpoint>();
       }
       auto v = cs.newest_verified({cap, true});
@@ -860,24 +865,25 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       return std::optional<protocol::verified_checkpoint>(std::move(*v));
     };
     auto then = [this, exited](result<std::optional<protocol::verified_checkpoint>> r) mutable {
-          if (!r) {
-            log_event(r.error().message);
-          } else if (*r) {
-            const auto& v = **r;
-            for (const auto& why : v.rejected) log_event("skipped checkpoint " + why);
-            log_event("the checkpoint " + record.checkpoint_path +
-                      " is gone; the newest that verifies is " +
-                      (v.path ? v.path->string() : std::string("none")));
-            record.checkpoint_path = v.path ? v.path->string() : std::string();
-            exited.checkpoint_now = v.path ? v.step : 0;
-          }
-          post_event(exited);
-        };
+      if (!r) {
+        log_event(r.error().message);
+      } else if (*r) {
+        const auto& v = **r;
+        for (const auto& why : v.rejected) log_event("skipped checkpoint " + why);
+        log_event("the checkpoint " + record.checkpoint_path +
+                  " is gone; the newest that verifies is " +
+                  (v.path ? v.path->string() : std::string("none")));
+        record.checkpoint_path = v.path ? v.path->string() : std::string();
+        exited.checkpoint_now = v.path ? v.step : 0;
+      }
+      post_event(exited);
+    };
     // Only a record whose file is gone needs a walk (reads); the sweep alone is a listing.
     bool gone = false;
     if (!record.checkpoint_path.empty()) {
       auto there = files.stat_no_follow(record.checkpoint_path);
-      gone = there && there->kind != os::entry_kind::regular && there->kind != os::entry_kind::directory;
+      gone = there && there->kind != os::entry_kind::regular &&
+             there->kind != os::entry_kind::directory;
     }
     if (!gone) {
       then(after());
@@ -971,30 +977,30 @@ void job_runner::start() {
     return out;
   };
   auto then = [&m](result<start_walk> w) {
-        auto& r = m.record;
-        if (!w) {
-          m.log_event(w.error().message);
-        } else {
-          for (const auto& n : w->notes) m.log_event(n);
-          if (w->newest) {
-            const auto& v = *w->newest;
-            const auto step = v.path ? v.step : 0;
-            const bool replaces = w->record_file_gone;
-            const auto before = r.checkpoint_step;
-            m.post_event(ev::checkpoint_found{step, replaces});
-            if (r.checkpoint_step != before || replaces) {
-              r.checkpoint_path = v.path && r.checkpoint_step == step ? v.path->string() : "";
-            }
-          } else {
-            m.log_event(w->newest.error().message);
-          }
-          m.fresh_walk = std::move(w->newest);
+    auto& r = m.record;
+    if (!w) {
+      m.log_event(w.error().message);
+    } else {
+      for (const auto& n : w->notes) m.log_event(n);
+      if (w->newest) {
+        const auto& v = *w->newest;
+        const auto step = v.path ? v.step : 0;
+        const bool replaces = w->record_file_gone;
+        const auto before = r.checkpoint_step;
+        m.post_event(ev::checkpoint_found{step, replaces});
+        if (r.checkpoint_step != before || replaces) {
+          r.checkpoint_path = v.path && r.checkpoint_step == step ? v.path->string() : "";
         }
-        m.live.step = r.checkpoint_step;
-        m.live.total_steps = r.total_steps;
-        m.post_event(ev::start_requested{});
-        m.fresh_walk.reset();  // a spawn it started has used it; a resting job needs none
-      };
+      } else {
+        m.log_event(w->newest.error().message);
+      }
+      m.fresh_walk = std::move(w->newest);
+    }
+    m.live.step = r.checkpoint_step;
+    m.live.total_steps = r.total_steps;
+    m.post_event(ev::start_requested{});
+    m.fresh_walk.reset();  // a spawn it started has used it; a resting job needs none
+  };
   if (!m.has_checkpoints()) {
     then(work());  // nothing to verify: no file is read, so no reason to leave the io thread
     return;

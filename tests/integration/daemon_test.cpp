@@ -28,6 +28,7 @@
 
 #include "os/process.h"
 #include "supervisor/bad_api_requests.h"
+#include "supervisor/cli.h"
 #include "supervisor/control_client.h"
 #include "support/daemon_process.h"
 #include "support/skip.h"
@@ -122,6 +123,11 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK_THAT(list.out, Catch::Contains("rt-1") && Catch::Contains("rt-2"));
   auto list_json = run_baton({"list", "--json", "--socket", sock}, err);
   CHECK(json::parse(list_json.out).at("jobs").size() == 2);
+
+  // A worker takes longer than 0.2 s to start: the wait gives up, with its own exit code.
+  auto short_wait = run_baton({"wait", id, "--socket", sock, "--timeout", "0.2"}, err);
+  CHECK(short_wait.code == baton::supervisor::exit_timeout);
+  CHECK_THAT(read_text(err), Catch::Contains("did not finish within 0.2 s"));
 
   auto wait = run_baton({"wait", id, "--socket", sock}, err);
   INFO(d.log());

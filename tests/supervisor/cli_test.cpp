@@ -115,3 +115,24 @@ TEST_CASE("bad command lines exit 64, help exits 0", "[unit][cli]") {
   CHECK(version.code == baton::supervisor::exit_ok);
   CHECK_FALSE(version.out.empty());
 }
+
+TEST_CASE("a mistyped command or option gets a did-you-mean", "[unit][cli]") {
+  auto r = run({"stauts", "x"});
+  CHECK(r.code == baton::supervisor::exit_usage);
+  CHECK_THAT(r.err, Catch::Contains("'stauts' is not a baton command; did you mean 'status'?"));
+  r = run({"frobnicate"});
+  CHECK(r.code == baton::supervisor::exit_usage);
+  CHECK_THAT(r.err, Catch::Contains("'frobnicate' is not a baton command; expected one of "));
+  CHECK_THAT(r.err, Catch::Contains("validate"));
+  r = run({"logs", "job-1", "--folow"});
+  CHECK(r.code == baton::supervisor::exit_usage);
+  CHECK_THAT(r.err, Catch::Contains("'--folow' is not an option of `logs`; did you mean "
+                                    "'--follow'?"));
+  r = run({"validate", seed, "--jsno=1"});
+  CHECK(r.code == baton::supervisor::exit_usage);
+  CHECK_THAT(r.err, Catch::Contains("'--jsno' is not an option of `validate`"));
+  // A real error that is no typo keeps CLI11's own words.
+  r = run({"validate"});
+  CHECK(r.code == baton::supervisor::exit_usage);
+  CHECK_THAT(r.err, !Catch::Contains("did you mean"));
+}

@@ -15,7 +15,6 @@
 
 #include "os/fault_env.h"
 #include "os/mem_env.h"
-#include "support/test_paths.h"
 #include "protocol/checkpoint.h"
 #include "protocol/checkpoint_store.h"
 #include "protocol/job_spec.h"
@@ -269,8 +268,7 @@ TEST_CASE("a worker's ENOSPC error pauses the job, and resume (failed too) finis
   runner.start();
   REQUIRE(run_to_rest(j.io, runner));
   CHECK(runner.record().state == job_state::paused);
-  CHECK(runner.record().diagnosis ==
-        "disk full: cannot save: [Errno 28] No space left on device");
+  CHECK(runner.record().diagnosis == "disk full: cannot save: [Errno 28] No space left on device");
   full = false;
   runner.resume();
   REQUIRE(run_to_rest(j.io, runner));
@@ -448,4 +446,30 @@ TEST_CASE("a checkpoint read that hangs never blocks the io thread and ends at t
   CHECK(ticks >= 5);
   CHECK(runner.record().state == job_state::failed);
   CHECK_THAT(runner.record().diagnosis, Catch::Contains("timed out after 300 ms"));
+}
+
+TEST_CASE("a crash before any checkpoint says so and where the worker's output is",
+          "[unit][job_runner]") {
+  // `baton run` with a wrong script path once printed only "crashed (exit code 2), checkpoint at
+  // step 0": there was no checkpoint, and the Python error was in a log it never named.
+  fake_job j;
+  j.spec.restart.max_failures = 1;
+  auto rec = j.create(16);
+  j.launcher.script = [&](baton::test::fake_process& p) {
+    p.say_line("Traceback (most recent call last): no such file");
+    p.exit(baton::os::exit_status::exited(1));
+  };
+  std::vector<std::string> events;
+  runner_options ro;
+  ro.on_event = [&](const std::string& m) { events.push_back(m); };
+  job_runner runner(j.io, j.files, j.launcher, j.store, rec, j.spec, ro);
+  runner.start();
+  REQUIRE(run_to_rest(j.io, runner));
+  const auto ended = std::find_if(events.begin(), events.end(), [](const std::string& m) {
+    return m.find(" ended: crashed") != std::string::npos;
+  });
+  REQUIRE(ended != events.end());
+  CHECK_THAT(*ended,
+             Catch::Contains(", no checkpoint yet; its output: " + j.store.log_path("j").string()));
+  CHECK_THAT(*ended, !Catch::Contains("checkpoint at step"));
 }
