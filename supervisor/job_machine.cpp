@@ -205,11 +205,13 @@ void on_exit(step& t, const ev::worker_exited& e) {
   if (claims_complete) {
     // A `done` that says the job is complete proves nothing: only a verified checkpoint at the
     // last step does. A worker that claims it without one would claim it again.
-    const std::string total = e.total_steps > 0 ? std::to_string(e.total_steps) : "an unknown total";
+    const std::string total =
+        e.total_steps > 0 ? std::to_string(e.total_steps) : "an unknown total";
     const std::string detail =
         "the worker said the job is complete at step " + std::to_string(e.last_done->step) +
         ", but the newest verified checkpoint is at step " + std::to_string(job.checkpoint_step) +
-        " of " + total + (job.checkpoint_step == 0 ? " (it reported no checkpoint that verified)" : "");
+        " of " + total +
+        (job.checkpoint_step == 0 ? " (it reported no checkpoint that verified)" : "");
     t.emit(act::record_exit{exit_cause::crashed, e.status, detail});
     t.fail_job(detail);
     return;
@@ -259,9 +261,10 @@ void on_exit(step& t, const ev::worker_exited& e) {
         const auto steps = std::max<std::int64_t>(1, steps_done * 3 / 4);
         s.step_budget = s.step_budget ? std::min(*s.step_budget, steps) : steps;
       }
-      if (s.last_spawn_ms) {
+      // The time it trained, from its hello (a worker killed before its hello teaches none).
+      if (s.hello_ms) {
         const auto ms =
-            std::max<std::int64_t>(min_time_budget_ms, (e.now_ms - *s.last_spawn_ms) * 3 / 4);
+            std::max<std::int64_t>(min_time_budget_ms, (e.now_ms - *s.hello_ms) * 3 / 4);
         s.time_budget_ms = s.time_budget_ms ? std::min(*s.time_budget_ms, ms) : ms;
       }
       // Not a crash, but a job whose workers cannot reach a checkpoint within the hard limit can
@@ -451,6 +454,7 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
           if (s.phase != worker_phase::starting || s.worker_alive) return t.ignore();
           s.worker_alive = true;
           s.last_spawn_ms = e.now_ms;
+          s.hello_ms.reset();
           ++s.workers_started;
           if (s.target == stop_target::cancel) {  // cancelled while the spawn was under way
             t.emit(act::kill_group{});
@@ -460,7 +464,6 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
             t.ask_stop(exit_cause::stopped, stop_target::pause);
           } else {
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
-            if (s.time_budget_ms) t.emit(act::start_timer{timer_kind::budget, *s.time_budget_ms});
           }
         } else if constexpr (std::is_same_v<E, ev::spawn_failed>) {
           if (s.phase != worker_phase::starting || s.worker_alive) return t.ignore();
@@ -475,7 +478,9 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
         } else if constexpr (std::is_same_v<E, ev::hello>) {
           if (s.phase != worker_phase::starting || !s.worker_alive) return t.ignore();
           s.phase = worker_phase::running;
+          s.hello_ms = e.now_ms;
           t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
+          if (s.time_budget_ms) t.emit(act::start_timer{timer_kind::budget, *s.time_budget_ms});
         } else if constexpr (std::is_same_v<E, ev::progress>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           s.progress_step = e.step;

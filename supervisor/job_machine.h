@@ -57,8 +57,11 @@ struct job_runtime {
   // checkpoint and stop, so the next worker stops before the limit instead of losing its work.
   std::optional<std::int64_t> step_budget;
   // The same lesson in time, for workers that report progress rarely: a worker is asked to stop
-  // this long after it started.
+  // this long after its hello. Counted from the hello, not the spawn: a trainer's start-up
+  // (`import torch`, seconds, and longer on a loaded machine) is not training time, and a
+  // budget that includes it stops a slow starter before its first step.
   std::optional<std::int64_t> time_budget_ms;
+  std::optional<std::int64_t> hello_ms;  // when the current worker said hello
   // Hard-limit kills since the checkpoint last advanced.
   int hard_kills_without_progress = 0;
   // The checkpoint step at which the consecutive failures (job_standing) happened. Unset after a
@@ -130,7 +133,9 @@ struct spawn_failed {
   std::string message;
   std::int64_t now_ms = 0;
 };
-struct hello {};
+struct hello {
+  std::int64_t now_ms = 0;  // the clock of worker_spawned
+};
 struct progress {
   std::int64_t step = 0;
 };
@@ -182,9 +187,9 @@ using event =
                  ev::checkpoint_found, ev::start_requested, ev::resume_point, ev::cancel_requested,
                  ev::pause_requested, ev::resume_requested, ev::save_failed, ev::worker_spawned,
                  ev::spawn_failed, ev::hello, ev::progress, ev::checkpoint_verified,
-                 ev::checkpoint_rejected, ev::protocol_violation, ev::worker_error,
-                 ev::rss_sample, ev::stall_timeout,
-                 ev::worker_exited, ev::restart_due, ev::budget_elapsed, ev::grace_elapsed>;
+                 ev::checkpoint_rejected, ev::protocol_violation, ev::worker_error, ev::rss_sample,
+                 ev::stall_timeout, ev::worker_exited, ev::restart_due, ev::budget_elapsed,
+                 ev::grace_elapsed>;
 
 namespace act {
 struct spawn_worker {

@@ -664,7 +664,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       post_event(ev::protocol_violation{s.error().message});
       return;
     }
-    post_event(ev::hello{});
+    post_event(ev::hello{mono_ms()});
   }
 
   void on_message(const protocol::progress_msg& m) {

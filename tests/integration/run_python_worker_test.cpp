@@ -90,6 +90,7 @@ TEST_CASE("recycled and hard-killed runs end with the weights of an undisturbed 
   hard["debug"]["leak_mib_per_step"] = 3;
   hard["memory"] = {{"hard_limit_mib", 100}, {"poll_ms", 20}};
   const auto hard_run = baton_run(write_job(dir / "hard", hard), dir / "hard-state");
+  INFO(hard_run.summary.dump(1));
   CHECK(hard_run.status == baton::os::exit_status::exited(0));
   CHECK(hard_run.summary["state"] == "completed");
   // Samples lag a fast leak, so the first lesson may be a little long and take a second kill.

@@ -43,7 +43,7 @@ struct driver {
     if (phase() == "backoff" || phase() == "waiting") on(ev::restart_due{});
     REQUIRE(phase() == "starting");
     on(ev::worker_spawned{now});
-    on(ev::hello{});
+    on(ev::hello{now});
     REQUIRE(phase() == "running");
   }
 };
@@ -347,7 +347,8 @@ TEST_CASE("exit code 2 fails the job at once, in the worker's own words", "[unit
     auto a = d.on(ev::worker_exited{exit_status::exited(2), std::nullopt, 5000});
     CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                        "record_exit{crashed,exit code 2,exit code 2: bad data: column 3 is text}",
-                       "log_event{job failed: exit code 2: bad data: column 3 is text}", "persist"});
+                       "log_event{job failed: exit code 2: bad data: column 3 is text}",
+                       "persist"});
     CHECK(d.phase() == "failed");
   }
   SECTION("its stderr when it sent no error") {
@@ -377,8 +378,7 @@ TEST_CASE("a protocol violation fails the job at once", "[unit][job_machine]") {
   d.on(ev::pause_requested{"by user"});  // a pause does not soften it
   d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 5000});
   CHECK(d.phase() == "failed");
-  CHECK(d.job.diagnosis ==
-        "protocol violation: checkpoint.step: expected an integer, got string");
+  CHECK(d.job.diagnosis == "protocol violation: checkpoint.step: expected an integer, got string");
 }
 
 TEST_CASE("a worker's full disk pauses the job, and resume takes it back", "[unit][job_machine]") {
@@ -655,12 +655,12 @@ TEST_CASE("a hard kill also teaches a time budget, for workers that report rarel
   d.run_worker(0);
   d.on(ev::rss_sample{1600 * mib});
   d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 8000});
-  REQUIRE(d.s.time_budget_ms == 6000);  // 3/4 of the 8 s the killed worker lived
+  REQUIRE(d.s.time_budget_ms == 6000);  // 3/4 of the 8 s the killed worker ran after its hello
   CHECK_FALSE(d.s.step_budget);         // it never said how far it got
   d.on(ev::restart_due{});
-  CHECK(d.on(ev::worker_spawned{10000}) ==
-        strings{"start_timer{stall,120000}", "start_timer{budget,6000}"});
-  d.on(ev::hello{});
+  // The budget runs from the hello: start-up is not training time.
+  CHECK(d.on(ev::worker_spawned{10000}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::hello{14000}) == strings{"start_timer{stall,120000}", "start_timer{budget,6000}"});
   CHECK(d.on(ev::budget_elapsed{}) == strings{"send_stop", "start_timer{grace,30000}"});
   d.on(ev::checkpoint_verified{50});
   auto a =
@@ -671,6 +671,28 @@ TEST_CASE("a hard kill also teaches a time budget, for workers that report rarel
   CHECK(d.s.hard_kills_without_progress == 0);
   // A budget timer that fires while no worker runs means nothing.
   CHECK(d.on(ev::budget_elapsed{}).empty());
+}
+
+TEST_CASE("a slow start-up does not eat the time budget a hard kill teaches",
+          "[unit][job_machine]") {
+  // A budget counted from the spawn stopped a worker that started slowly (a loaded machine,
+  // `import torch`) before its first step, again and again, until the job failed.
+  driver d;
+  if (d.phase() == "queued") d.on(ev::start_requested{});
+  REQUIRE(d.phase() == "starting");
+  d.on(ev::worker_spawned{1000});
+  d.on(ev::hello{7000});  // six seconds of start-up
+  REQUIRE(d.phase() == "running");
+  d.on(ev::rss_sample{1600 * mib});
+  d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 9000});
+  CHECK(d.s.time_budget_ms == 1500);  // 3/4 of the 2 s from hello to kill, not of 8 s
+  // Killed before its hello: nothing to learn about training time.
+  d.on(ev::restart_due{});
+  REQUIRE(d.phase() == "starting");
+  d.on(ev::worker_spawned{20000});
+  d.on(ev::rss_sample{1600 * mib});
+  d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 21000});
+  CHECK(d.s.time_budget_ms == 1500);
 }
 
 TEST_CASE("a damaged newer checkpoint makes the next worker resume lower", "[unit][job_machine]") {
