@@ -170,6 +170,16 @@ void daemon::impl::start_runner(const std::string& id) {
     self->newest_progress_id = id;
     self->publish_status();
   };
+  if (!j.history) {
+    auto h = job_history::open(e, job_history::file_in(store.job_dir(id)));
+    if (h) {
+      for (const auto& n : h->load_notes()) log(log_level::warning, "job " + id + ": " + n);
+      j.history = std::make_unique<job_history>(std::move(*h));
+    } else {
+      log(log_level::warning, "job " + id + ": runs without a history: " + h.error().message);
+    }
+  }
+  ro.history = j.history.get();
   log(log_level::info,
       "job " + id + ": starting" +
           (j.record.checkpoint_step > 0 ? " from step " + std::to_string(j.record.checkpoint_step)
@@ -186,6 +196,7 @@ void daemon::impl::on_rest(const std::string& id) {
   auto& j = it->second;
   j.record = j.runner->record();
   j.runner.reset();
+  j.history.reset();  // on disk; a job at rest is read from its file when asked
   --running;
   auto& r = j.record;
   if (stopping && !feed(r, ev::requeued_for_restart{}).ignored) {
