@@ -22,6 +22,7 @@
 #include "protocol/job_spec.h"
 #include "supervisor/control_server.h"
 #include "supervisor/daemon.h"
+#include "supervisor/http_listener.h"
 #include "supervisor/job_history.h"
 #include "supervisor/job_machine.h"
 #include "supervisor/job_record.h"
@@ -57,6 +58,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   job_store store;
   std::unique_ptr<os::state_lock> lock;  // held from start() until the daemon is destroyed
   std::unique_ptr<control_server> server;
+  std::unique_ptr<http_listener> http;  // the read-only /metrics listener, when http_listen is set
   std::optional<boost::asio::signal_set> signals;
   os::containment_report containment = os::current_containment();
   std::unique_ptr<os::child_reaper> reaper;  // escapees re-parented to us are reaped at once
