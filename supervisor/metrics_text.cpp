@@ -79,7 +79,8 @@ constexpr std::array<job_state, 8> all_states = {
     job_state::queued,    job_state::running, job_state::waiting,   job_state::backoff,
     job_state::completed, job_state::failed,  job_state::cancelled, job_state::paused};
 
-labels job_label(const metrics_job& j) { return {{"job", j.record->id}}; }
+// Not "job": Prometheus sets its own `job` label (the scrape job) and would rename ours.
+labels job_label(const metrics_job& j) { return {{"job_id", j.record->id}}; }
 
 // The current worker's leak rate: fitted on its curve while it runs, the stored fit once it
 // ended; none from fewer than five samples (noise, as the runner says too).

@@ -259,8 +259,8 @@ TEST_CASE("history and metrics: a job's run is in its history file and in /metri
   auto m = f.call(metrics_call{});
   CHECK(m.status == 200);
   CHECK(m.content_type == "text/plain; version=0.0.4; charset=utf-8");
-  CHECK_THAT(m.text, Catch::Contains("baton_job_state{job=\"" + a + "\",state=\"running\"} 1"));
-  CHECK_THAT(m.text, Catch::Contains("baton_job_worker_resident_memory_bytes{job=\"" + a + "\"}"));
+  CHECK_THAT(m.text, Catch::Contains("baton_job_state{job_id=\"" + a + "\",state=\"running\"} 1"));
+  CHECK_THAT(m.text, Catch::Contains("baton_job_worker_resident_memory_bytes{job_id=\"" + a + "\"}"));
 
   REQUIRE(f.run_until([&] { return f.state(a) == "completed"; }));
   // At rest: read back from the job folder through the env.
@@ -280,9 +280,9 @@ TEST_CASE("history and metrics: a job's run is in its history file and in /metri
   CHECK(later.body.at("events").empty());
   CHECK(f.call(history_call{"nope", 0}).status == 404);
   m = f.call(metrics_call{});
-  CHECK_THAT(m.text, Catch::Contains("baton_job_state{job=\"" + a + "\",state=\"completed\"} 1"));
+  CHECK_THAT(m.text, Catch::Contains("baton_job_state{job_id=\"" + a + "\",state=\"completed\"} 1"));
   CHECK_THAT(m.text,
-             Catch::Contains("baton_job_restarts_total{job=\"" + a + "\",cause=\"recycle\"} 0"));
+             Catch::Contains("baton_job_restarts_total{job_id=\"" + a + "\",cause=\"recycle\"} 0"));
 }
 
 TEST_CASE("cancel: a queued job never starts, a running one stops", "[unit][daemon]") {

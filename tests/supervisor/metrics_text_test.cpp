@@ -87,28 +87,28 @@ TEST_CASE("metrics: every family has HELP and TYPE, and the samples are the job'
   CHECK(has_line(text, "# TYPE baton_daemon_uptime_seconds gauge"));
   CHECK(has_line(text, "baton_daemon_uptime_seconds 12.5"));
   CHECK(has_line(text, "baton_daemon_resident_memory_bytes 9437184"));
-  CHECK(has_line(text, "baton_job_worker_resident_memory_bytes{job=\"leaky-1\"} 114294784"));
-  CHECK(has_line(text, "baton_job_worker_pid{job=\"leaky-1\"} 4242"));
-  CHECK(has_line(text, "baton_job_memory_soft_limit_bytes{job=\"leaky-1\"} 268435456"));
-  CHECK(has_line(text, "baton_job_memory_hard_limit_bytes{job=\"leaky-1\"} 536870912"));
-  CHECK(has_line(text, "baton_job_steps_done{job=\"leaky-1\"} 49"));
-  CHECK(has_line(text, "baton_job_steps_target{job=\"leaky-1\"} 100"));
-  CHECK(has_line(text, "baton_job_loss{job=\"leaky-1\"} 0.25"));
-  CHECK(has_line(text, "baton_job_metric{job=\"leaky-1\",metric=\"accuracy\"} 0.9"));
-  CHECK(has_line(text, "baton_job_checkpoint_age_seconds{job=\"leaky-1\"} 2.5"));
-  CHECK(has_line(text, "baton_job_peak_resident_memory_bytes{job=\"leaky-1\"} 314572800"));
+  CHECK(has_line(text, "baton_job_worker_resident_memory_bytes{job_id=\"leaky-1\"} 114294784"));
+  CHECK(has_line(text, "baton_job_worker_pid{job_id=\"leaky-1\"} 4242"));
+  CHECK(has_line(text, "baton_job_memory_soft_limit_bytes{job_id=\"leaky-1\"} 268435456"));
+  CHECK(has_line(text, "baton_job_memory_hard_limit_bytes{job_id=\"leaky-1\"} 536870912"));
+  CHECK(has_line(text, "baton_job_steps_done{job_id=\"leaky-1\"} 49"));
+  CHECK(has_line(text, "baton_job_steps_target{job_id=\"leaky-1\"} 100"));
+  CHECK(has_line(text, "baton_job_loss{job_id=\"leaky-1\"} 0.25"));
+  CHECK(has_line(text, "baton_job_metric{job_id=\"leaky-1\",metric=\"accuracy\"} 0.9"));
+  CHECK(has_line(text, "baton_job_checkpoint_age_seconds{job_id=\"leaky-1\"} 2.5"));
+  CHECK(has_line(text, "baton_job_peak_resident_memory_bytes{job_id=\"leaky-1\"} 314572800"));
   // 1 MiB per step over the ten samples.
-  CHECK(has_line(text, "baton_job_worker_leak_bytes_per_step{job=\"leaky-1\"} 1048576"));
+  CHECK(has_line(text, "baton_job_worker_leak_bytes_per_step{job_id=\"leaky-1\"} 1048576"));
   CHECK(has_line(text, "# TYPE baton_job_restarts_total counter"));
-  CHECK(has_line(text, "baton_job_restarts_total{job=\"leaky-1\",cause=\"recycle\"} 3"));
-  CHECK(has_line(text, "baton_job_restarts_total{job=\"leaky-1\",cause=\"failure\"} 1"));
-  CHECK(has_line(text, "baton_job_restarts_total{job=\"leaky-1\",cause=\"user\"} 0"));
-  CHECK(has_line(text, "baton_job_state{job=\"leaky-1\",state=\"running\"} 1"));
-  CHECK(has_line(text, "baton_job_state{job=\"leaky-1\",state=\"backoff\"} 0"));
-  CHECK(count_of(text, "baton_job_state{job=\"leaky-1\"") == 8);  // one-hot over every state
+  CHECK(has_line(text, "baton_job_restarts_total{job_id=\"leaky-1\",cause=\"recycle\"} 3"));
+  CHECK(has_line(text, "baton_job_restarts_total{job_id=\"leaky-1\",cause=\"failure\"} 1"));
+  CHECK(has_line(text, "baton_job_restarts_total{job_id=\"leaky-1\",cause=\"user\"} 0"));
+  CHECK(has_line(text, "baton_job_state{job_id=\"leaky-1\",state=\"running\"} 1"));
+  CHECK(has_line(text, "baton_job_state{job_id=\"leaky-1\",state=\"backoff\"} 0"));
+  CHECK(count_of(text, "baton_job_state{job_id=\"leaky-1\"") == 8);  // one-hot over every state
 
   // A job at rest has no worker figures, and its odd id is escaped.
-  const std::string odd = "job=\"we\\\"ird\\\\id\\nx\"";
+  const std::string odd = "job_id=\"we\\\"ird\\\\id\\nx\"";
   CHECK(has_line(text, "baton_job_state{" + odd + ",state=\"completed\"} 1"));
   CHECK(has_line(text, "baton_job_restarts_total{" + odd + ",cause=\"user\"} 1"));
   CHECK(has_line(text, "baton_job_steps_done{" + odd + "} 10"));
