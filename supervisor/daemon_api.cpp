@@ -204,6 +204,10 @@ api_response daemon::impl::on_call(const metrics_call&) {
   metrics_snapshot snap;
   snap.now_ms = unix_ms_now();
   snap.uptime_seconds = static_cast<double>(snap.now_ms - started_ms) / 1000.0;
+  // Linux's own accounting of this process, read like any file; without /proc it is left out.
+  if (auto status = e.read_file("/proc/self/status")) {
+    snap.daemon_rss_bytes = parse_status_vmrss(*status);
+  }
   snap.jobs.reserve(jobs.size());
   for (const auto& [id, j] : jobs) {
     metrics_job m;

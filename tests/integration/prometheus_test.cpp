@@ -129,6 +129,13 @@ TEST_CASE("a real Prometheus scrapes the sawtooth and the recycles of a leaky jo
   const auto metrics_port = static_cast<std::uint16_t>(std::stoi(m[1].str()));
   const auto scrape = http_get("http://127.0.0.1:" + m[1].str() + "/metrics");
   CHECK_THAT(scrape, Catch::Contains("# TYPE baton_daemon_uptime_seconds gauge"));
+  // The daemon's own RSS, from /proc/self/status: a real process, some MiB.
+  std::smatch rss_line;
+  REQUIRE(std::regex_search(scrape, rss_line,
+                            std::regex(R"(\nbaton_daemon_resident_memory_bytes (\d+)\n)")));
+  const double daemon_rss = std::stod(rss_line[1].str());
+  CHECK(daemon_rss > 1.0 * 1048576);
+  CHECK(daemon_rss < 256.0 * 1048576);
   // Read-only: the listener has no job routes, let alone mutating ones.
   CHECK(http_get("http://127.0.0.1:" + m[1].str() + "/v1/jobs").empty());
 
