@@ -16,6 +16,7 @@ BATON_PACKAGES=(
   python3-pytest python3-xxhash python3-numpy python3-torch  # tests/python, the PyTorch example
   curl  # the control-socket tests talk to the daemon as a user would
   systemd  # systemd-analyze, for the unit's verify test; nothing here needs systemd as PID 1
+  prometheus  # promtool checks /metrics; the Prometheus test scrapes a daemon with the real server
 )
 
 baton_install_packages() {

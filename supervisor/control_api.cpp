@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -33,8 +34,8 @@ bool is_valid_job_id(std::string_view id) {
 }
 
 std::string_view call_name(const api_call& call) {
-  static constexpr std::string_view names[] = {"submit", "list",   "status", "logs",
-                                               "cancel", "resume", "health"};
+  static constexpr std::string_view names[] = {"submit", "list",   "status",  "logs",   "cancel",
+                                               "resume", "health", "history", "metrics"};
   static_assert(std::size(names) == std::variant_size_v<api_call>);
   return names[call.index()];
 }
@@ -81,8 +82,8 @@ bool is_blank(std::string_view s) {
   return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
-// The six resources of the API; `id` is filled for the per-job ones.
-enum class route { health, jobs, job, job_logs, job_cancel, job_resume };
+// The resources of the API; `id` is filled for the per-job ones.
+enum class route { health, jobs, job, job_logs, job_cancel, job_resume, job_history, metrics };
 
 struct matched_route {
   route r;
@@ -90,6 +91,8 @@ struct matched_route {
 };
 
 std::optional<matched_route> match_route(std::string_view path) {
+  // Unversioned, where every Prometheus scraper looks by default.
+  if (path == "/metrics") return matched_route{route::metrics, {}};
   const auto seg = split(path.substr(1), '/');
   if (seg.empty() || seg[0] != "v1") return std::nullopt;
   if (seg.size() == 2 && seg[1] == "health") return matched_route{route::health, {}};
@@ -99,6 +102,7 @@ std::optional<matched_route> match_route(std::string_view path) {
   if (seg.size() == 4 && seg[3] == "logs") return matched_route{route::job_logs, seg[2]};
   if (seg.size() == 4 && seg[3] == "cancel") return matched_route{route::job_cancel, seg[2]};
   if (seg.size() == 4 && seg[3] == "resume") return matched_route{route::job_resume, seg[2]};
+  if (seg.size() == 4 && seg[3] == "history") return matched_route{route::job_history, seg[2]};
   return std::nullopt;
 }
 
@@ -125,25 +129,47 @@ api_result<std::uint64_t> parse_offset(std::string_view text) {
   return value;
 }
 
-// Query parameters: only `offset`, only on the logs route; anything else is a client bug worth
-// reporting rather than ignoring.
+// A history cursor: the newest seq the client has, a non-negative int64.
+api_result<std::uint64_t> parse_since(std::string_view text) {
+  std::uint64_t value = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end ||
+      value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    return bad_request("bad since '" + printable(text) +
+                       "': expected a non-negative integer (the 'next' of the previous answer)");
+  }
+  return value;
+}
+
+// Query parameters: `offset` on the logs route, `since` on the history route, nothing else;
+// anything else is a client bug worth reporting rather than ignoring.
 api_result<std::uint64_t> parse_query(std::string_view query, route r, std::string_view path) {
-  std::optional<std::uint64_t> offset;
+  std::optional<std::uint64_t> value_seen;
   if (query.empty()) return 0;
+  const std::string_view wanted = r == route::job_logs      ? "offset"
+                                  : r == route::job_history ? "since"
+                                                            : "";
   for (const auto param : split(query, '&')) {
     if (param.empty()) continue;
     const auto eq = param.find('=');
     const auto key = param.substr(0, eq);
     const auto value = eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
-    if (r != route::job_logs || key != "offset") {
+    if (wanted.empty() || key != wanted) {
       return bad_request("unknown query parameter '" + printable(key) + "' for " + printable(path));
     }
-    if (offset) return bad_request("query parameter 'offset' given twice");
-    auto v = parse_offset(value);
-    if (!v) return v.error();
-    offset = *v;
+    if (value_seen) return bad_request("query parameter '" + std::string(wanted) + "' given twice");
+    if (r == route::job_history) {
+      auto v = parse_since(value);
+      if (!v) return v.error();
+      value_seen = *v;
+    } else {
+      auto v = parse_offset(value);
+      if (!v) return v.error();
+      value_seen = *v;
+    }
   }
-  return offset.value_or(0);
+  return value_seen.value_or(0);
 }
 
 api_result<api_call> parse_submit(const api_request& request) {
@@ -235,7 +261,7 @@ api_result<api_call> parse_api_request(const api_request& request) {
     return api_error{405, "method " + printable(m) + " not allowed on " + printable(path) +
                               " (allowed: " + std::string(allowed_methods(r)) + ")"};
   }
-  if (r == route::job || r == route::job_logs || post_only) {
+  if (r == route::job || r == route::job_logs || r == route::job_history || post_only) {
     if (!is_valid_job_id(matched->id)) {
       return bad_request("invalid job id '" + printable(matched->id) +
                          "': expected 1 to 80 characters of A-Z a-z 0-9 . _ - not starting "
@@ -259,6 +285,10 @@ api_result<api_call> parse_api_request(const api_request& request) {
       return status_call{id};
     case route::job_logs:
       return logs_call{id, *offset};
+    case route::job_history:
+      return history_call{id, static_cast<std::int64_t>(*offset)};
+    case route::metrics:
+      return metrics_call{};
     case route::job_cancel:
     case route::job_resume: {
       // No fields yet; an empty object is accepted so clients may always send JSON.

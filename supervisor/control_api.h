@@ -31,6 +31,10 @@ struct api_request {
 struct api_response {
   int status = 200;
   nlohmann::json body;  // always an object; errors are {"error": "<message>"}
+  // Set for the one answer that is not JSON (`GET /metrics`, Prometheus text): sent as is with
+  // this content type, and `body` is ignored.
+  std::string text = {};
+  std::string content_type = {};
 };
 
 // POST /v1/jobs: `spec` is the job document as the user wrote it; relative paths in it are
@@ -55,9 +59,14 @@ struct resume_call {  // POST /v1/jobs/{id}/resume: a paused job (disk full, say
   std::string id;
 };
 struct health_call {};  // GET /v1/health
+struct history_call {   // GET /v1/jobs/{id}/history?since=N: entries with seq > N
+  std::string id;
+  std::int64_t since = 0;
+};
+struct metrics_call {};  // GET /metrics: Prometheus text exposition format
 
 using api_call = std::variant<submit_call, list_call, status_call, logs_call, cancel_call,
-                              resume_call, health_call>;
+                              resume_call, health_call, history_call, metrics_call>;
 
 // A rejected request: the HTTP status to answer with and a message for the user.
 // Not an aggregate on purpose: C++20 would let api_result<T> confuse a T with an api_error.

@@ -177,10 +177,11 @@ class http_session final : public control_session,
     const int status = r.status >= 100 && r.status <= 599 ? r.status : 500;
     response_.result(static_cast<unsigned>(status));
     response_.set(http::field::server, "baton");
-    response_.set(http::field::content_type, "application/json");
+    response_.set(http::field::content_type,
+                  r.content_type.empty() ? std::string("application/json") : r.content_type);
     if (status == 401) response_.set(http::field::www_authenticate, "Bearer realm=\"baton\"");
     response_.keep_alive(keep_alive);
-    response_.body() = render(r);
+    response_.body() = r.content_type.empty() ? render(r) : r.text;
     response_.prepare_payload();
     stream_.expires_after(limits_.read_timeout);
     http::async_write(stream_, response_,

@@ -170,6 +170,16 @@ void daemon::impl::start_runner(const std::string& id) {
     self->newest_progress_id = id;
     self->publish_status();
   };
+  if (!j.history) {
+    auto h = job_history::open(e, job_history::file_in(store.job_dir(id)));
+    if (h) {
+      for (const auto& n : h->load_notes()) log(log_level::warning, "job " + id + ": " + n);
+      j.history = std::make_unique<job_history>(std::move(*h));
+    } else {
+      log(log_level::warning, "job " + id + ": runs without a history: " + h.error().message);
+    }
+  }
+  ro.history = j.history.get();
   log(log_level::info,
       "job " + id + ": starting" +
           (j.record.checkpoint_step > 0 ? " from step " + std::to_string(j.record.checkpoint_step)
@@ -186,6 +196,7 @@ void daemon::impl::on_rest(const std::string& id) {
   auto& j = it->second;
   j.record = j.runner->record();
   j.runner.reset();
+  j.history.reset();  // on disk; a job at rest is read from its file when asked
   --running;
   auto& r = j.record;
   if (stopping && !feed(r, ev::requeued_for_restart{}).ignored) {
@@ -211,6 +222,7 @@ void daemon::impl::shutdown() {
   log(log_level::info,
       "shutting down: " + std::to_string(running) + " running job(s) checkpoint and stop first");
   if (server) server->stop();
+  if (http) http->stop();
   for (auto& [id, j] : jobs) {
     if (j.runner) j.runner->pause("the baton daemon is shutting down");
   }
@@ -222,6 +234,7 @@ void daemon::impl::shutdown_now() {
   if (finished) return;
   stopping = true;
   if (server) server->stop();
+  if (http) http->stop();
   log(log_level::warning, "stopping at once: killing " + std::to_string(running) + " worker(s)");
   for (auto& [id, j] : jobs) {
     if (!j.runner) continue;
@@ -262,12 +275,13 @@ void daemon::impl::reload() {
     auto& cur = options.settings;
     if (s->state_dir != cur.state_dir || s->socket != cur.socket ||
         s->socket_group != cur.socket_group || s->control_port != cur.control_port ||
-        s->header_timeout_ms != cur.header_timeout_ms ||
+        s->http_listen != cur.http_listen || s->header_timeout_ms != cur.header_timeout_ms ||
         s->max_connections != cur.max_connections ||
         s->max_connections_per_uid != cur.max_connections_per_uid) {
       log(log_level::warning,
-          "reload: state_dir, socket, socket_group, control_port, header_timeout_ms, "
-          "max_connections and max_connections_per_uid take effect only on restart");
+          "reload: state_dir, socket, socket_group, control_port, http_listen, "
+          "header_timeout_ms, max_connections and max_connections_per_uid take effect only on "
+          "restart");
     }
     cur.max_workers = s->max_workers;
     cur.level = s->level;
@@ -319,6 +333,7 @@ daemon::daemon(asio::io_context& io, os::env& e, daemon_options options)
     : impl_(std::make_shared<impl>(io, e, std::move(options))) {}
 
 daemon::~daemon() {
+  if (impl_->http) impl_->http->stop();
   if (impl_->server) impl_->server->stop();
   if (impl_->signals) {
     boost::system::error_code ignored;
@@ -391,8 +406,27 @@ status daemon::start() {
                                     " process(es) a previous daemon's workers left behind");
     }
   }
+  if (m.options.settings.http_listen) {
+    // Checked when the settings were read; parsed again for settings built in code.
+    auto where = parse_http_listen(*m.options.settings.http_listen);
+    if (where) {
+      m.http = std::make_unique<http_listener>(
+          m.io, *this, *where, [weak = std::weak_ptr<impl>(impl_)](const std::string& message) {
+            if (auto self = weak.lock()) self->log(log_level::warning, "http_listen: " + message);
+          });
+    }
+    const status s = where ? m.http->start() : status(where.error());
+    if (!s) {
+      m.http.reset();
+      m.server->stop();
+      m.lock.reset();
+      return s;
+    }
+    m.log(log_level::info, "metrics on " + m.http->url() + "/metrics (read-only, loopback)");
+  }
   if (m.options.become_subreaper) m.reaper = std::make_unique<os::child_reaper>(m.io);
   if (auto s = m.recover(); !s) {
+    if (m.http) m.http->stop();
     m.server->stop();
     m.lock.reset();
     return with_context("recovering jobs", s.error());

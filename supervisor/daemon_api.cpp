@@ -11,6 +11,7 @@
 #include "supervisor/daemon_impl.h"
 #include "supervisor/job_log.h"
 #include "supervisor/job_status.h"
+#include "supervisor/metrics_text.h"
 
 namespace baton::supervisor {
 
@@ -197,6 +198,42 @@ api_response daemon::impl::on_call(const health_call&) {
            {"jobs", by_state},
            {"containment", {{"mode", containment.mode}, {"detail", containment.detail}}},
            {"state_dir", store.state_dir().string()}}};
+}
+
+api_response daemon::impl::on_call(const metrics_call&) {
+  metrics_snapshot snap;
+  snap.now_ms = unix_ms_now();
+  snap.uptime_seconds = static_cast<double>(snap.now_ms - started_ms) / 1000.0;
+  // Linux's own accounting of this process, read like any file; without /proc it is left out.
+  if (auto status = e.read_file("/proc/self/status")) {
+    snap.daemon_rss_bytes = parse_status_vmrss(*status);
+  }
+  snap.jobs.reserve(jobs.size());
+  for (const auto& [id, j] : jobs) {
+    metrics_job m;
+    m.record = &j.current();
+    m.live = j.runner ? &j.runner->live() : nullptr;
+    m.history = j.history.get();
+    if (j.spec) {
+      m.soft_limit_mib = j.spec->memory.soft_limit_mib;
+      m.hard_limit_mib = j.spec->memory.hard_limit_mib;
+    }
+    snap.jobs.push_back(m);
+  }
+  api_response r;
+  r.text = render_metrics(snap);
+  r.content_type = std::string(metrics_content_type);
+  return r;
+}
+
+api_response daemon::impl::on_call(const history_call& c) {
+  const auto* j = find(c.id);
+  if (!j) return no_job(c.id);
+  if (j->history) return {200, to_json(j->history->page(c.since))};
+  // A job at rest: its file, read only. Bounded (job_history.h), so a read of at most a few MiB.
+  auto h = job_history::load(e, job_history::file_in(store.job_dir(c.id)));
+  if (!h) return error_response(500, h.error().message);
+  return {200, to_json(h->page(c.since))};
 }
 
 }  // namespace baton::supervisor

@@ -22,6 +22,8 @@
 #include "protocol/job_spec.h"
 #include "supervisor/control_server.h"
 #include "supervisor/daemon.h"
+#include "supervisor/http_listener.h"
+#include "supervisor/job_history.h"
 #include "supervisor/job_machine.h"
 #include "supervisor/job_record.h"
 #include "supervisor/job_runner.h"
@@ -37,6 +39,9 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     job_record record;  // the truth while no runner exists; refreshed when one comes to rest
     std::optional<protocol::job_spec> spec;
     std::unique_ptr<job_runner> runner;
+    // The job's history while its runner feeds it (job_history.h); a job at rest has none in
+    // memory and its history is read from its file when asked for.
+    std::unique_ptr<job_history> history = {};
     const job_record& current() const { return runner ? runner->record() : record; }
   };
 
@@ -53,6 +58,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   job_store store;
   std::unique_ptr<os::state_lock> lock;  // held from start() until the daemon is destroyed
   std::unique_ptr<control_server> server;
+  std::unique_ptr<http_listener> http;  // the read-only /metrics listener, when http_listen is set
   std::optional<boost::asio::signal_set> signals;
   os::containment_report containment = os::current_containment();
   std::unique_ptr<os::child_reaper> reaper;  // escapees re-parented to us are reaped at once
@@ -98,6 +104,8 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   // newest verified checkpoint: the user may have fixed what failed it.
   api_response on_call(const resume_call& c);
   api_response on_call(const health_call&);
+  api_response on_call(const history_call& c);
+  api_response on_call(const metrics_call&);
 };
 
 }  // namespace baton::supervisor

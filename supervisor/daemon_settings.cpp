@@ -13,6 +13,7 @@
 #include "protocol/field_checker.h"
 #include "protocol/json_parse.h"
 #include "supervisor/control_server.h"
+#include "supervisor/http_listener.h"
 
 namespace baton::supervisor {
 
@@ -31,10 +32,11 @@ constexpr std::size_t max_settings_depth = 16;
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr std::size_t max_socket_path = 107;
 
-constexpr std::array<std::string_view, 11> top_keys = {"state_dir",
+constexpr std::array<std::string_view, 12> top_keys = {"state_dir",
                                                        "socket",
                                                        "socket_group",
                                                        "control_port",
+                                                       "http_listen",
                                                        "max_workers",
                                                        "default_memory",
                                                        "log_level",
@@ -157,6 +159,18 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
       s.control_port = static_cast<int>(it->get<std::int64_t>());
     }
   }
+  if (const auto it = doc->find("http_listen"); it != doc->end() && !it->is_null()) {
+    if (!it->is_string()) {
+      c.fail("http_listen", "expected \"127.0.0.1:PORT\" or null, got " + describe(*it));
+    } else if (auto a = parse_http_listen(it->get_ref<const std::string&>()); !a) {
+      // The message names the field already.
+      constexpr std::string_view prefix = "http_listen: ";
+      const auto& m = a.error().message;
+      c.fail("http_listen", m.rfind(prefix, 0) == 0 ? m.substr(prefix.size()) : m);
+    } else {
+      s.http_listen = it->get<std::string>();
+    }
+  }
   if (const auto it = doc->find("max_workers"); it != doc->end()) {
     if (auto v = c.positive_int(*it, "max_workers", max_max_workers)) {
       s.max_workers = static_cast<int>(*v);
@@ -237,6 +251,7 @@ nlohmann::json to_json(const daemon_settings& s) {
           {"socket", s.socket.string()},
           {"socket_group", opt(s.socket_group)},
           {"control_port", opt(s.control_port)},
+          {"http_listen", opt(s.http_listen)},
           {"max_workers", s.max_workers},
           {"default_memory",
            {{"soft_limit_mib", opt(s.default_soft_limit_mib)},

@@ -38,6 +38,9 @@ struct daemon_settings {
   // Windows only (loopback TCP): the port on 127.0.0.1; unset or 0 lets the OS pick one, which
   // clients learn from the endpoint file. Set on Linux, the daemon refuses to start.
   std::optional<int> control_port;
+  // The read-only loopback listener for GET /metrics (http_listener.h): "127.0.0.1:PORT".
+  // Unset: off. Anything but a loopback address is refused when the settings are read.
+  std::optional<std::string> http_listen;
   int max_workers = 1;  // jobs running at once; training already uses every core by default
   // Given to a job whose `memory` names neither limit. A job that sets one keeps its own.
   std::optional<std::int64_t> default_soft_limit_mib;

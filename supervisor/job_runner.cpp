@@ -300,6 +300,14 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     append_job_log(files, store, record.id, message);
   }
 
+  // History is for people looking at the job: a write that fails is logged once, never fatal.
+  bool history_failed = false;
+  void noted(const status& s) {
+    if (s || history_failed) return;
+    history_failed = true;
+    log_event("cannot write the job's history (kept in memory only): " + s.error().message);
+  }
+
   void changed() {
     if (options.on_change) options.on_change();
   }
@@ -312,10 +320,18 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     while (!pending.empty()) {
       event next = std::move(pending.front());
       pending.pop_front();
+      const auto before = record.state;
       auto r = transition(record, runtime, next, settings);
       static_cast<job_standing&>(record) = std::move(r.standing);
       runtime = std::move(r.runtime);
       for (const auto& a : r.actions) apply(a);
+      if (options.history) {
+        if (const auto* c = std::get_if<ev::checkpoint_verified>(&next); c && !r.ignored) {
+          noted(options.history->add_event(unix_ms_now(), history_event_kind::checkpoint, live.pid,
+                                           shard_index(), c->step));
+        }
+        noted(note_state_change(*options.history, before, record, unix_ms_now()));
+      }
     }
     dispatching = false;
     changed();
@@ -443,6 +459,11 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       if (auto rate = leak_bytes_per_step(samples)) shard.leak_bytes_per_step = *rate;
     }
     ++record.exits_by_cause[std::string(to_string(x.cause))];
+    if (options.history) {
+      noted(options.history->add_event(shard.ended_ms, event_kind_for(x.cause), shard.pid,
+                                       shard.index, shard.end_step, std::string(to_string(x.cause)),
+                                       shard.detail));
+    }
     // A crash's own words are in the worker's log: say where, since the user will look next.
     const bool crashed = x.cause == exit_cause::crashed;
     log_event("worker " + std::to_string(shard.pid) + " ended: " + std::string(to_string(x.cause)) +
@@ -550,6 +571,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       shard.detail = p.error().message;
       shard.ended_ms = shard.started_ms;
       ++record.exits_by_cause[std::string(to_string(exit_cause::spawn_failed))];
+      if (options.history) {
+        noted(options.history->add_event(shard.ended_ms, history_event_kind::crash, 0, shard.index,
+                                         shard.start_step, "spawn_failed", shard.detail));
+      }
       record.shards.push_back(std::move(shard));
       log_event("cannot start worker: " + p.error().message);
       post_event(ev::spawn_failed{p.error().message, mono_ms()});
@@ -576,6 +601,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     live.shard_started_ms = mono_ms();
     log_event("worker " + std::to_string(worker->pid()) + " started at step " +
               std::to_string(record.checkpoint_step));
+    if (options.history) {
+      noted(options.history->add_event(record.shards.back().started_ms, history_event_kind::spawn,
+                                       worker->pid(), shard_index(), record.checkpoint_step));
+    }
 
     auto self = shared_from_this();
     worker->async_read_lines(
@@ -679,6 +708,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     }
     record.metrics = m.metrics;
     record.metrics["loss"] = m.loss;
+    if (options.history) {
+      noted(options.history->add_progress(unix_ms_now(), m.step, m.epoch, m.loss, m.metrics));
+    }
     post_event(ev::progress{m.step});
   }
 
@@ -916,7 +948,14 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       add_rss_point(shard,
                     {now - live.shard_started_ms, static_cast<std::int64_t>(*rss), live.step});
     }
+    if (options.history) {
+      noted(options.history->add_rss(unix_ms_now(), live.pid, shard_index(), live.step, *rss));
+    }
     post_event(ev::rss_sample{*rss});
+  }
+
+  std::int64_t shard_index() const {
+    return record.shards.empty() ? -1 : record.shards.back().index;
   }
 };
 

@@ -24,6 +24,7 @@
 #include "os/env.h"
 #include "protocol/checkpoint_folder.h"
 #include "protocol/job_spec.h"
+#include "supervisor/job_history.h"
 #include "supervisor/job_machine.h"
 #include "supervisor/job_record.h"
 #include "supervisor/job_store.h"
@@ -64,6 +65,9 @@ struct runner_options {
   // Every read of the worker's checkpoints (verify, seal, the walk before a spawn) runs off the io
   // thread and is given up after this long, as a rejection.
   std::chrono::milliseconds verify_deadline{60000};
+  // Fed with every RSS sample, progress report and event (job_history.h). Owned by the caller,
+  // outlives the runner. May be null.
+  job_history* history = nullptr;
 };
 
 class job_runner {

@@ -94,6 +94,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           BATON_FUZZ_CHECK(req.method == "POST", req.method);
           check_id(c.id);
           BATON_FUZZ_CHECK(path.ends_with("/resume"), path);
+        } else if constexpr (std::is_same_v<T, history_call>) {
+          BATON_FUZZ_CHECK(req.method == "GET", req.method);
+          check_id(c.id);
+          BATON_FUZZ_CHECK(path.ends_with("/history"), path);
+          BATON_FUZZ_CHECK(c.since >= 0, "negative since accepted");
+        } else if constexpr (std::is_same_v<T, metrics_call>) {
+          BATON_FUZZ_CHECK(req.method == "GET" && path == "/metrics", req.method + " " + path);
         } else {
           static_assert(std::is_same_v<T, cancel_call>);
           BATON_FUZZ_CHECK(req.method == "POST", req.method);

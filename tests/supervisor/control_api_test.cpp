@@ -152,6 +152,43 @@ TEST_CASE("query parameters: only offset, only on logs", "[unit][control_api]") 
   CHECK(parse("GET", "/v1/jobs?").has_value());
 }
 
+TEST_CASE("history: a since cursor, and a bad one is a 400 naming it", "[unit][control_api]") {
+  auto r = parse("GET", "/v1/jobs/leaky-1/history");
+  REQUIRE(r.has_value());
+  CHECK(std::get<history_call>(*r).id == "leaky-1");
+  CHECK(std::get<history_call>(*r).since == 0);
+  CHECK(call_name(*r) == "history");
+  r = parse("GET", "/v1/jobs/leaky-1/history?since=9223372036854775807");
+  REQUIRE(r.has_value());
+  CHECK(std::get<history_call>(*r).since == 9223372036854775807);
+
+  const std::string tail = "': expected a non-negative integer (the 'next' of the previous answer)";
+  check_error(parse("GET", "/v1/jobs/a/history?since=-1"), 400, "bad since '-1" + tail);
+  check_error(parse("GET", "/v1/jobs/a/history?since=x"), 400, "bad since 'x" + tail);
+  check_error(parse("GET", "/v1/jobs/a/history?since="), 400, "bad since '" + tail);
+  check_error(parse("GET", "/v1/jobs/a/history?since=9223372036854775808"), 400,
+              "bad since '9223372036854775808" + tail);
+  check_error(parse("GET", "/v1/jobs/a/history?since=1&since=2"), 400,
+              "query parameter 'since' given twice");
+  check_error(parse("GET", "/v1/jobs/a/history?offset=1"), 400,
+              "unknown query parameter 'offset' for /v1/jobs/a/history");
+  check_error(parse("POST", "/v1/jobs/a/history"), 405,
+              "method POST not allowed on /v1/jobs/a/history (allowed: GET)");
+  check_error(parse("GET", "/v1/jobs/.a/history"), 400,
+              "invalid job id '.a': expected 1 to 80 characters of A-Z a-z 0-9 . _ - not "
+              "starting with '.'");
+}
+
+TEST_CASE("metrics: GET /metrics, unversioned, no query", "[unit][control_api]") {
+  auto r = parse("GET", "/metrics");
+  REQUIRE(r.has_value());
+  CHECK(std::holds_alternative<metrics_call>(*r));
+  CHECK(call_name(*r) == "metrics");
+  check_error(parse("POST", "/metrics"), 405, "method POST not allowed on /metrics (allowed: GET)");
+  check_error(parse("GET", "/metrics?x=1"), 400, "unknown query parameter 'x' for /metrics");
+  check_error(parse("GET", "/v1/metrics"), 404, "unknown route /v1/metrics");
+}
+
 TEST_CASE("bodies: GET takes none, cancel takes an empty object at most", "[unit][control_api]") {
   check_error(parse("GET", "/v1/jobs", "{}"), 400, "GET /v1/jobs takes no request body");
   check_error(parse("POST", "/v1/jobs/a/cancel", R"({"force": true})"), 400,

@@ -155,6 +155,25 @@ TEST_CASE("control_port: 0 to 65535, named in every error", "[unit][daemon_setti
              Catch::Contains("control_prot: unknown key; did you mean \"control_port\"?"));
 }
 
+TEST_CASE("http_listen: off by default, loopback only, named in every error",
+          "[unit][daemon_settings]") {
+  auto s = parse_daemon_settings("{}", "/base");
+  REQUIRE(s);
+  CHECK_FALSE(s->http_listen);
+  CHECK(to_json(*s).at("http_listen").is_null());
+  s = parse_daemon_settings(R"({"http_listen": "127.0.0.1:9464"})", "/base");
+  REQUIRE(s);
+  CHECK(s->http_listen == "127.0.0.1:9464");
+  CHECK(to_json(*s).at("http_listen") == "127.0.0.1:9464");
+  CHECK_THAT(error_of(R"({"http_listen": "0.0.0.0:9464"})"),
+             Catch::Contains("http_listen: 0.0.0.0 is not a loopback address"));
+  CHECK_THAT(error_of(R"({"http_listen": "192.168.1.4:80"})"),
+             Catch::Contains("http_listen: 192.168.1.4 is not a loopback address"));
+  CHECK_THAT(error_of(R"({"http_listen": "127.0.0.1"})"), Catch::Contains("http_listen: expected"));
+  CHECK_THAT(error_of(R"({"http_listen": 9464})"),
+             Catch::Contains("http_listen: expected \"127.0.0.1:PORT\" or null, got"));
+}
+
 TEST_CASE("a long wrong value is cut on a UTF-8 boundary", "[unit][daemon_settings]") {
   // Byte 61, where the quote is cut, falls inside an "é": the cut used to split it, and dump()
   // threw on the half character instead of the settings error being reported.

@@ -5,6 +5,7 @@
 // workers are in tests/integration/daemon_python_worker_test.cpp.
 #include "supervisor/daemon.h"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
@@ -241,6 +242,47 @@ TEST_CASE("jobs run FIFO within max_workers and complete", "[unit][daemon]") {
   CHECK(logs.body.at("next_offset") == logs.body.at("size"));
 
   CHECK(f.call(cancel_call{a}).status == 409);  // already completed
+}
+
+TEST_CASE("history and metrics: a job's run is in its history file and in /metrics",
+          "[unit][daemon]") {
+  fixture f("history", 1);
+  f.start();
+  const auto a = f.submit(job_doc("a", 2));
+  // While it runs: the history is the runner's, in memory, and /metrics shows the worker. (No
+  // progress is in yet, so the wait's first check is false: run_until must enter the io loop.)
+  REQUIRE(f.call(history_call{a, 0}).body.at("progress").empty());
+  REQUIRE(f.run_until([&] {
+    auto h = f.call(history_call{a, 0});
+    return h.status == 200 && !h.body.at("rss").empty() && !h.body.at("progress").empty();
+  }));
+  auto m = f.call(metrics_call{});
+  CHECK(m.status == 200);
+  CHECK(m.content_type == "text/plain; version=0.0.4; charset=utf-8");
+  CHECK_THAT(m.text, Catch::Contains("baton_job_state{job_id=\"" + a + "\",state=\"running\"} 1"));
+  CHECK_THAT(m.text, Catch::Contains("baton_job_worker_resident_memory_bytes{job_id=\"" + a + "\"}"));
+
+  REQUIRE(f.run_until([&] { return f.state(a) == "completed"; }));
+  // At rest: read back from the job folder through the env.
+  auto h = f.call(history_call{a, 0});
+  REQUIRE(h.status == 200);
+  std::vector<std::string> kinds;
+  for (const auto& e : h.body.at("events")) kinds.push_back(e.at("kind").get<std::string>());
+  CHECK(std::count(kinds.begin(), kinds.end(), "spawn") == 2);
+  CHECK(std::count(kinds.begin(), kinds.end(), "completed") == 2);
+  CHECK(std::count(kinds.begin(), kinds.end(), "checkpoint") >= 2);
+  CHECK(h.body.at("progress").back().at("step") == 16);
+  const auto next = h.body.at("next").get<std::int64_t>();
+  CHECK(next > 0);
+  auto later = f.call(history_call{a, next});
+  REQUIRE(later.status == 200);
+  CHECK(later.body.at("rss").empty());
+  CHECK(later.body.at("events").empty());
+  CHECK(f.call(history_call{"nope", 0}).status == 404);
+  m = f.call(metrics_call{});
+  CHECK_THAT(m.text, Catch::Contains("baton_job_state{job_id=\"" + a + "\",state=\"completed\"} 1"));
+  CHECK_THAT(m.text,
+             Catch::Contains("baton_job_restarts_total{job_id=\"" + a + "\",cause=\"recycle\"} 0"));
 }
 
 TEST_CASE("cancel: a queued job never starts, a running one stops", "[unit][daemon]") {
