@@ -2,10 +2,12 @@
 // to the open file description: a second open in the same process conflicts too (tests rely on
 // that), and closing some other descriptor of the file never drops it.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "os/state_lock.h"
@@ -55,12 +57,19 @@ class posix_state_locker final : public state_locker {
     // O_CLOEXEC: a worker must never inherit the lock and keep it after the daemon is gone.
     const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return io_failure("open", errno);
-    int rc;
-    do {
-      rc = ::flock(fd, LOCK_EX | LOCK_NB);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) {
-      const int err = errno;
+    const auto try_lock = [fd] {
+      int rc;
+      do {
+        rc = ::flock(fd, LOCK_EX | LOCK_NB);
+      } while (rc != 0 && errno == EINTR);
+      return rc == 0 ? 0 : errno;
+    };
+    // A holder that is dead yet still holds the lock: a child it forked had not reached exec
+    // (where O_CLOEXEC closes the copy) when it was SIGKILLed. That child execs or dies of
+    // PR_SET_PDEATHSIG within moments, so wait for it rather than refuse a restart (the chaos
+    // driver's daemon SIGKILL + restart met this once).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (int err = try_lock(); err != 0; err = try_lock()) {
       if (err != EWOULDBLOCK) {
         ::close(fd);
         return io_failure("flock", err);
@@ -72,8 +81,17 @@ class posix_state_locker final : public state_locker {
         ::usleep(50 * 1000);
         holder = parse_lock_holder(read_all(fd));
       }
-      ::close(fd);
-      return lock_refusal{make_error(held_message(dir, file, holder)), true, holder};
+      const bool holder_gone = holder && holder->pid > 0 && holder->pid != current_pid() &&
+                               ::kill(static_cast<pid_t>(holder->pid), 0) != 0 && errno == ESRCH;
+      if (!holder_gone || std::chrono::steady_clock::now() >= deadline) {
+        ::close(fd);
+        std::string why = held_message(dir, file, holder);
+        if (holder_gone) {
+          why += " (that process is gone, but something it started still holds the lock)";
+        }
+        return lock_refusal{make_error(why), true, holder};
+      }
+      ::usleep(20 * 1000);
     }
     const std::string text = format_lock_holder({current_pid(), std::string(role)});
     if (::ftruncate(fd, 0) != 0 ||
