@@ -463,6 +463,9 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
           } else if (s.target == stop_target::pause) {  // paused while the spawn was under way
             t.ask_stop(exit_cause::stopped, stop_target::pause);
           } else {
+            // The budget runs from the hello: retire an earlier worker's timer now, or it would
+            // stop this one during its start-up.
+            if (s.time_budget_ms) t.emit(act::cancel_timer{timer_kind::budget});
             t.emit(act::start_timer{timer_kind::stall, cfg.worker.stall_timeout_ms});
           }
         } else if constexpr (std::is_same_v<E, ev::spawn_failed>) {
@@ -558,10 +561,8 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
           on_exit(t, e);
         } else if constexpr (std::is_same_v<E, ev::budget_elapsed>) {
-          // A timer of an earlier worker is replaced when the next one starts; this one is ours.
-          if (s.phase != worker_phase::running && s.phase != worker_phase::starting) {
-            return t.ignore();
-          }
+          // Armed at the hello and retired at the next spawn: only a running worker has one.
+          if (s.phase != worker_phase::running) return t.ignore();
           if (!s.worker_alive || s.target != stop_target::none) return t.ignore();
           t.ask_stop(exit_cause::memory_budget, stop_target::restart);
           s.stop_detail = "planned stop after " + std::to_string(s.time_budget_ms.value_or(0)) +

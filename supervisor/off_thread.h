@@ -5,8 +5,10 @@
 // exactly one of the two reaches `done`. A call whose work outlives its deadline (a read stuck in
 // the kernel) is abandoned, never waited for: its thread finishes on its own (and is kept for later
 // work) and its result is dropped, so nothing the io thread does can block on it. The caller owns
-// `done` and the abandon handle; the work owns copies of what it reads and must only touch objects
-// that outlive it (the process-wide env in the daemon).
+// `done` and the abandon handle, and must call abandon() before its io_context is destroyed
+// (job_runner does, in its destructor): queued work may run late, and posts to the io_context
+// unless abandoned. The work owns copies of what it reads and must only touch objects that
+// outlive it (the process-wide env in the daemon).
 #pragma once
 
 #include <boost/asio/io_context.hpp>

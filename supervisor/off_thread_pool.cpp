@@ -33,7 +33,7 @@ status off_thread_pool::submit(std::function<void()> task) {
   }
   try {
     std::thread([this] { run(); }).detach();
-  } catch (const std::system_error& ex) {
+  } catch (const std::exception& ex) {  // std::system_error, or std::bad_alloc
     std::lock_guard<std::mutex> lock(mu_);
     --threads_;
     // A kept thread will take the task when it comes free; with none, nothing ever would.

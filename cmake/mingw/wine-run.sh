@@ -22,7 +22,7 @@ ms() { echo $(($(date +%s%N) / 1000000)); }
 run_once() {
   local start
   start=$(ms)
-  wine "$@" >"$out" 2>&1 &
+  wine "$@" <&0 >"$out" 2>&1 &  # <&0: a background job would get /dev/null
   pid=$!
   wait "$pid"
   rc=$?

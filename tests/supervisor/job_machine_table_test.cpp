@@ -221,7 +221,7 @@ starting | rss_soft | stopping | send_stop; start_timer{grace,30000}
 starting | stall | stopping | kill_group; cancel_timer{grace}
 starting | exited | backoff | cancel_timer{stall}; cancel_timer{grace}; record_exit{crashed,exit code 1,exit code 1}; start_timer{restart,1000}; persist
 starting | restart_due | ignored
-starting | budget | stopping | send_stop; start_timer{grace,30000}
+starting | budget | ignored
 starting | grace | ignored
 
 running | submitted | ignored

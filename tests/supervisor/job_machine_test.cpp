@@ -659,7 +659,10 @@ TEST_CASE("a hard kill also teaches a time budget, for workers that report rarel
   CHECK_FALSE(d.s.step_budget);         // it never said how far it got
   d.on(ev::restart_due{});
   // The budget runs from the hello: start-up is not training time.
-  CHECK(d.on(ev::worker_spawned{10000}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::worker_spawned{10000}) ==
+        strings{"cancel_timer{budget}", "start_timer{stall,120000}"});
+  // A timer left from an earlier worker cannot stop this one before its hello.
+  CHECK(d.on(ev::budget_elapsed{}).empty());
   CHECK(d.on(ev::hello{14000}) == strings{"start_timer{stall,120000}", "start_timer{budget,6000}"});
   CHECK(d.on(ev::budget_elapsed{}) == strings{"send_stop", "start_timer{grace,30000}"});
   d.on(ev::checkpoint_verified{50});
