@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_figures.h"
 #include "os/env.h"
 #include "os/system.h"
 #include "supervisor/control_api.h"
@@ -25,25 +26,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using baton::bench::cpu_model;
+using baton::bench::median;
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const auto n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string cpu_model() {
-  auto text = env::default_env().read_file("/proc/cpuinfo");
-  if (!text) return "unknown (no /proc/cpuinfo)";
-  const auto at = text->find("model name");
-  if (at == std::string::npos) return "unknown";
-  const auto colon = text->find(':', at);
-  const auto end = text->find('\n', at);
-  if (colon == std::string::npos || colon > end) return "unknown";
-  return text->substr(colon + 2, end - colon - 2);
 }
 
 [[noreturn]] void die(const std::string& what, const baton::error& e) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_figures.h"
 #include "os/env.h"
 #include "protocol/checkpoint_folder.h"
 
@@ -24,27 +25,13 @@ namespace protocol = baton::protocol;
 
 namespace {
 
+using baton::bench::cpu_model;
+using baton::bench::median;
+
 constexpr int files_per_folder = 4;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const auto n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string cpu_model() {
-  auto text = env::default_env().read_file("/proc/cpuinfo");
-  if (!text) return "unknown (no /proc/cpuinfo)";
-  const auto at = text->find("model name");
-  if (at == std::string::npos) return "unknown";
-  const auto colon = text->find(':', at);
-  const auto end = text->find('\n', at);
-  if (colon == std::string::npos || colon > end) return "unknown";
-  return text->substr(colon + 2, end - colon - 2);
 }
 
 void die(const std::string& what, const baton::error& e) {

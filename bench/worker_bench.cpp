@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_figures.h"
 #include "os/env.h"
 #include "os/process.h"
 #include "worker/model.h"
@@ -24,6 +25,8 @@
 #include "worker/random.h"
 
 namespace {
+
+using baton::bench::median;
 
 using namespace baton;
 using namespace baton::worker;
@@ -43,13 +46,6 @@ struct options {
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // A field of /proc/self/status in bytes ("VmRSS", "VmHWM"); nullopt where there is no /proc.
