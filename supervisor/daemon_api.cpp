@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "os/self_memory.h"
 #include "os/system.h"
 #include "protocol/version.h"
 #include "supervisor/daemon_impl.h"
@@ -204,10 +205,8 @@ api_response daemon::impl::on_call(const metrics_call&) {
   metrics_snapshot snap;
   snap.now_ms = unix_ms_now();
   snap.uptime_seconds = static_cast<double>(snap.now_ms - started_ms) / 1000.0;
-  // Linux's own accounting of this process, read like any file; without /proc it is left out.
-  if (auto status = e.read_file("/proc/self/status")) {
-    snap.daemon_rss_bytes = parse_status_vmrss(*status);
-  }
+  // Where the OS will not say, the family is left out.
+  if (auto rss = os::own_rss_bytes()) snap.daemon_rss_bytes = *rss;
   snap.jobs.reserve(jobs.size());
   for (const auto& [id, j] : jobs) {
     metrics_job m;

@@ -100,27 +100,6 @@ std::optional<double> current_leak(const job_record& r) {
 
 }  // namespace
 
-std::optional<std::uint64_t> parse_status_vmrss(std::string_view text) {
-  constexpr std::string_view key = "VmRSS:";
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const auto nl = text.find('\n', at);
-    const auto line = text.substr(at, nl == std::string_view::npos ? text.size() - at : nl - at);
-    if (line.substr(0, key.size()) == key) {
-      auto rest = line.substr(key.size());
-      while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
-      std::uint64_t kib = 0;
-      const auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), kib);
-      const std::string_view unit(ptr, static_cast<std::size_t>(rest.data() + rest.size() - ptr));
-      if (ec != std::errc() || ptr == rest.data() || unit != " kB") return std::nullopt;
-      return kib * 1024;
-    }
-    if (nl == std::string_view::npos) break;
-    at = nl + 1;
-  }
-  return std::nullopt;
-}
-
 std::string escape_label_value(std::string_view v) {
   std::string out;
   out.reserve(v.size());

@@ -41,11 +41,6 @@ inline constexpr std::string_view metrics_content_type = "text/plain; version=0.
 
 std::string render_metrics(const metrics_snapshot& s);
 
-// The resident memory in the text of Linux's /proc/self/status (its "VmRSS:  9012 kB" line), in
-// bytes; nullopt when there is no such line. How the daemon knows its own RSS: read like any
-// file through the env, so where there is no /proc the family is simply left out.
-std::optional<std::uint64_t> parse_status_vmrss(std::string_view status_text);
-
 // A label value as the exposition format wants it: backslash, double quote and newline escaped.
 std::string escape_label_value(std::string_view v);
 

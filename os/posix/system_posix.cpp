@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "os/posix/proc_stat.h"
+#include "os/self_memory.h"
 #include "os/system.h"
 
 namespace baton::os {
@@ -13,6 +15,8 @@ std::filesystem::path executable_path() {
 }
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+result<std::uint64_t> own_rss_bytes() { return procfs::rss_bytes_of(current_pid()); }
 
 std::int64_t current_pid() { return static_cast<std::int64_t>(::getpid()); }
 

@@ -1,7 +1,13 @@
+// <windows.h> (via win_util.h) must precede the other Win32 headers.
+// clang-format off
+#include "os/windows/win_util.h"
+#include <psapi.h>
+// clang-format on
+
 #include <cstdlib>
 
+#include "os/self_memory.h"
 #include "os/system.h"
-#include "os/windows/win_util.h"
 
 namespace baton::os {
 
@@ -16,6 +22,15 @@ std::filesystem::path executable_path() {
 bool stdout_is_terminal() {
   DWORD mode = 0;
   return ::GetConsoleMode(::GetStdHandle(STD_OUTPUT_HANDLE), &mode) != 0;
+}
+
+result<std::uint64_t> own_rss_bytes() {
+  PROCESS_MEMORY_COUNTERS counters{};
+  counters.cb = sizeof counters;
+  if (!::GetProcessMemoryInfo(::GetCurrentProcess(), &counters, sizeof counters)) {
+    return make_error("cannot read this process's working set (GetProcessMemoryInfo failed)");
+  }
+  return static_cast<std::uint64_t>(counters.WorkingSetSize);
 }
 
 std::int64_t current_pid() { return static_cast<std::int64_t>(::GetCurrentProcessId()); }

@@ -138,18 +138,6 @@ TEST_CASE("metrics: label values escape backslash, quote and newline", "[unit][m
   CHECK(escape_label_value("a\nb") == "a\\nb");
 }
 
-TEST_CASE("metrics: the daemon's own RSS comes from the VmRSS line of /proc/self/status",
-          "[unit][metrics_text]") {
-  CHECK(
-      parse_status_vmrss("Name:\tbaton\nVmPeak:\t  20000 kB\nVmRSS:\t    9012 kB\nThreads:\t3\n") ==
-      std::uint64_t{9012} * 1024);
-  CHECK(parse_status_vmrss("VmRSS: 1 kB") == std::uint64_t{1024});
-  CHECK_FALSE(parse_status_vmrss("Name:\tbaton\nVmSize:\t 1 kB\n"));
-  CHECK_FALSE(parse_status_vmrss("VmRSS:\t  12 MB\n"));
-  CHECK_FALSE(parse_status_vmrss("VmRSS:\t kB\n"));
-  CHECK_FALSE(parse_status_vmrss(""));
-}
-
 TEST_CASE("metrics: a daemon with no job still answers uptime only", "[unit][metrics_text]") {
   metrics_snapshot s;
   s.uptime_seconds = 1;
