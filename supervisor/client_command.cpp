@@ -1,10 +1,13 @@
 #include "supervisor/client_command.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -16,6 +19,7 @@
 #include "os/system.h"
 #include "supervisor/control_client.h"
 #include "supervisor/control_server.h"
+#include "supervisor/job_log.h"
 #include "supervisor/run_report.h"
 
 namespace baton::supervisor {
@@ -43,11 +47,6 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-std::string leak_text(double bytes_per_step) {
-  return std::abs(bytes_per_step) >= 1024 ? fixed(bytes_per_step / 1048576.0, 2) + " MiB/step"
-                                          : fixed(bytes_per_step, 0) + " B/step";
 }
 
 bool is_terminal_name(const std::string& s) {
@@ -143,11 +142,22 @@ std::string format_job_status(const json& s) {
     << (real(s, "soft_limit_mib") ? std::to_string(num(s, "soft_limit_mib")) + " MiB" : "none")
     << ", hard "
     << (real(s, "hard_limit_mib") ? std::to_string(num(s, "hard_limit_mib")) + " MiB" : "none")
-    << "; peak RSS " << format_mib(num(s, "peak_rss_bytes"));
+    << "; peak RSS "
+    << (num(s, "peak_rss_bytes") > 0 ? format_mib(num(s, "peak_rss_bytes")) : "not measured yet")
+    << "\n";
   if (const auto leak = real(s, "leak_bytes_per_step")) {
-    o << ", leak " << leak_text(*leak) << " (newest worker)";
+    o << "  leak " << format_leak_mib(*leak, real(s, "leak_ci95_bytes_per_step"))
+      << " MiB/step (95% interval, steady part of " << num(s, "leak_workers") << " worker"
+      << (num(s, "leak_workers") == 1 ? "" : "s") << ")\n";
+  } else if (const std::string note = str(s, "leak_note"); !note.empty()) {
+    o << "  leak: " << note << "\n";
   }
-  o << "\n";
+  if (const auto& r = member(s, "restarts"); r.is_object()) {
+    o << "  restarts: "
+      << format_restarts({static_cast<int>(num(r, "recycle")), static_cast<int>(num(r, "failure")),
+                          static_cast<int>(num(r, "user"))})
+      << "\n";
+  }
   if (const auto c = s.find("containment"); c != s.end() && c->is_string()) {
     o << "  containment: " << c->get<std::string>()
       << (*c == "process-group" ? " (no cgroup: a worker's escapees may go unseen)" : "") << "\n";
@@ -160,22 +170,22 @@ std::string format_job_status(const json& s) {
   const auto& shards = member(s, "shards");
   if (shards.is_array() && !shards.empty()) {
     char line[256];
-    std::snprintf(line, sizeof line, "  %5s %7s %7s %8s %8s  %-12s %10s %14s  %s\n", "shard",
-                  "attempt", "pid", "from", "to", "exit", "peak RSS", "leak", "detail");
+    std::snprintf(line, sizeof line, "  %5s %7s %7s %8s %8s  %-13s %9s %16s  %s\n", "shard",
+                  "attempt", "pid", "from", "to", "exit", "peak MiB", "leak MiB/step", "detail");
     o << line;
     for (const auto& sh : shards) {
       if (!sh.is_object()) continue;
       const auto& cause = member(sh, "cause");
-      const auto leak_rate = real(sh, "leak_bytes_per_step");
-      const std::string leak = leak_rate ? leak_text(*leak_rate) : "-";
+      const std::string leak =
+          format_leak_mib(real(sh, "leak_bytes_per_step"), real(sh, "leak_ci95_bytes_per_step"));
       std::snprintf(
-          line, sizeof line, "  %5lld %7lld %7lld %8lld %8lld  %-12s %10s %14s  %s\n",
+          line, sizeof line, "  %5lld %7lld %7lld %8lld %8lld  %-13s %9s %16s  %s\n",
           static_cast<long long>(num(sh, "index")), static_cast<long long>(num(sh, "attempt")),
           static_cast<long long>(num(sh, "pid")), static_cast<long long>(num(sh, "start_step")),
           static_cast<long long>(num(sh, "end_step")),
           cause.is_string() ? cause.get<std::string>().c_str() : "running",
-          format_mib(num(sh, "peak_rss_bytes")).c_str(), cause.is_string() ? leak.c_str() : "-",
-          str(sh, "detail").c_str());
+          format_peak_mib(num(sh, "peak_rss_bytes")).c_str(),
+          cause.is_string() ? leak.c_str() : "-", str(sh, "detail").c_str());
       o << line;
     }
   }
@@ -186,6 +196,87 @@ std::string format_job_status(const json& s) {
     for (const auto& [cause, count] : exits.items()) o << " " << cause << " " << count;
   }
   o << "\n";
+  return o.str();
+}
+
+std::string sparkline(const std::vector<double>& values, std::size_t width) {
+  static constexpr const char* blocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                           "\u2585", "\u2586", "\u2587", "\u2588"};
+  std::vector<double> finite;
+  for (double v : values) {
+    if (std::isfinite(v)) finite.push_back(v);
+  }
+  if (finite.empty() || width == 0) return {};
+  const std::size_t n = std::min(width, finite.size());
+  std::vector<double> cols(n, -std::numeric_limits<double>::infinity());
+  for (std::size_t i = 0; i < finite.size(); ++i) {
+    auto& c = cols[i * n / finite.size()];
+    c = std::max(c, finite[i]);
+  }
+  const auto [lo, hi] = std::minmax_element(finite.begin(), finite.end());
+  std::string out;
+  for (double v : cols) {
+    const double f = *hi > *lo ? (v - *lo) / (*hi - *lo) : 0.0;
+    out += blocks[std::clamp(static_cast<int>(f * 7.0 + 0.5), 0, 7)];
+  }
+  return out;
+}
+
+std::string format_job_history(const json& s, const json& h, std::int64_t now_ms) {
+  std::ostringstream o;
+  const auto created = num(s, "created_ms");
+  const bool over = is_terminal_name(str(s, "state"));
+  const auto end = over ? num(s, "updated_ms") : now_ms;
+  if (created > 0 && end >= created) {
+    o << "  elapsed " << format_duration(static_cast<double>(end - created) / 1000.0);
+  }
+  // ETA from the rate over the progress reports on show (at most the newest few hundred).
+  const auto& progress = member(h, "progress");
+  const auto total = num(s, "total_steps");
+  if (!over && progress.is_array() && progress.size() >= 2 && total > 0) {
+    const auto& a = progress.front();
+    const auto& b = progress.back();
+    const double dt = static_cast<double>(num(b, "t_ms") - num(a, "t_ms")) / 1000.0;
+    const double dsteps = static_cast<double>(num(b, "step") - num(a, "step"));
+    if (dt > 0 && dsteps > 0 && total > num(b, "step")) {
+      o << ", ETA " << format_duration(static_cast<double>(total - num(b, "step")) * dt / dsteps);
+    }
+  }
+  if (o.tellp() > 0) o << "\n";
+  const auto& rss = member(h, "rss");
+  if (rss.is_array() && !rss.empty()) {
+    std::map<std::int64_t, std::vector<double>> by_worker;  // by shard index, oldest first
+    std::map<std::int64_t, std::int64_t> pid_of;
+    for (const auto& r : rss) {
+      if (!r.is_object()) continue;
+      by_worker[num(r, "shard")].push_back(static_cast<double>(num(r, "bytes")));
+      pid_of[num(r, "shard")] = num(r, "pid");
+    }
+    std::size_t skip = by_worker.size() > 6 ? by_worker.size() - 6 : 0;
+    if (skip > 0) o << "  (" << skip << " older workers not shown)\n";
+    for (const auto& [shard, values] : by_worker) {
+      if (skip > 0) {
+        --skip;
+        continue;
+      }
+      const double peak = *std::max_element(values.begin(), values.end());
+      char line[96];
+      std::snprintf(line, sizeof line, "  rss  shard %-4lld pid %-7lld ",
+                    static_cast<long long>(shard), static_cast<long long>(pid_of[shard]));
+      o << line << sparkline(values, 40) << " peak " << format_mib(static_cast<std::int64_t>(peak))
+        << "\n";
+    }
+  }
+  if (progress.is_array()) {
+    std::vector<double> losses;
+    for (const auto& p : progress) {
+      if (const auto l = real(p, "loss")) losses.push_back(*l);
+    }
+    if (!losses.empty()) {
+      o << "  loss " << std::string(23, ' ') << sparkline(losses, 40) << " now "
+        << fixed(losses.back(), 4) << "\n";
+    }
+  }
   return o.str();
 }
 
@@ -286,53 +377,138 @@ void add_list_command(CLI::App& app, cli_context& ctx) {
 
 void add_status_command(CLI::App& app, cli_context& ctx) {
   auto o = std::make_shared<client_options>();
+  auto watch = std::make_shared<double>(0.0);
   auto* cmd = app.add_subcommand(
       "status", "Show a job: state, progress, checkpoint, memory and every worker it ran");
   cmd->add_option("ID", o->id, "Job id (from submit or list)")->required();
   cmd->add_flag("--json", o->json, "Print the API's JSON (the job record plus live progress)");
+  cmd->add_option("-w,--watch", *watch,
+                  "Show it again every this many seconds until the job ends (e.g. --watch 2)")
+      ->check(CLI::PositiveNumber)
+      ->expected(0, 1)
+      ->default_str("2");
   add_socket_option(cmd, *o);
-  cmd->callback([o, &ctx] {
+  cmd->callback([o, watch, cmd, &ctx] {
     if (!is_valid_job_id(o->id)) {
       ctx.err << "baton: invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
-    auto body = call(ctx, *o, "GET", "/v1/jobs/" + o->id);
-    if (!body) {
-      ctx.exit_code = exit_failure;
-      return;
+    const bool watching = cmd->count("--watch") > 0;
+    const double every = *watch > 0 ? *watch : 2.0;
+    const bool terminal = os::stdout_is_terminal();
+    while (true) {
+      auto body = call(ctx, *o, "GET", "/v1/jobs/" + o->id);
+      if (!body) {
+        ctx.exit_code = exit_failure;
+        return;
+      }
+      std::string view;
+      if (o->json) {
+        view = body->dump(2) + "\n";
+      } else {
+        view = format_job_status(*body);
+        // The curves are a second call; without them the status is still whole, and says so.
+        auto h = control_client::call(resolve_client_socket(o->socket), "GET",
+                                      "/v1/jobs/" + o->id + "/history");
+        const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+        if (h && h->status == 200) {
+          view += format_job_history(*body, h->body, now);
+        } else {
+          view += "  (no history: " + (h ? error_text(*h) : h.error().message) + ")\n";
+        }
+      }
+      // A terminal's screen is redrawn in place; a pipe gets one view after another.
+      if (watching && terminal) ctx.out << "\x1b[H\x1b[2J";
+      ctx.out << view << std::flush;
+      if (!watching || is_terminal_name(str(*body, "state"))) break;
+      if (!terminal) ctx.out << "\n";
+      std::this_thread::sleep_for(std::chrono::duration<double>(every));
     }
-    ctx.out << (o->json ? body->dump(2) + "\n" : format_job_status(*body));
     ctx.exit_code = exit_ok;
   });
+}
+
+std::string last_lines(const std::string& text, std::size_t n) {
+  if (n == 0) return {};
+  std::size_t end = text.size();
+  if (end > 0 && text[end - 1] == '\n') --end;  // the final newline ends the last line
+  std::size_t at = end;
+  for (std::size_t found = 0; at > 0; --at) {
+    if (text[at - 1] == '\n' && ++found == n) break;
+  }
+  return text.substr(at);
 }
 
 void add_logs_command(CLI::App& app, cli_context& ctx) {
   auto o = std::make_shared<client_options>();
   auto follow = std::make_shared<bool>(false);
+  auto tail = std::make_shared<std::size_t>(0);
   auto* cmd = app.add_subcommand("logs", "Print a job's worker log (stderr and supervisor events)");
   cmd->add_option("ID", o->id, "Job id")->required();
   cmd->add_flag("-f,--follow", *follow, "Keep printing new output until the job ends");
+  auto* tail_opt = cmd->add_option("-n,--tail", *tail, "Start with only the last N lines");
   add_socket_option(cmd, *o);
-  cmd->callback([o, follow, &ctx] {
+  cmd->callback([o, follow, tail, tail_opt, &ctx] {
     if (!is_valid_job_id(o->id)) {
       ctx.err << "baton: invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
+    const auto chunk_at = [&](std::uint64_t offset) {
+      return call(ctx, *o, "GET", "/v1/jobs/" + o->id + "/logs?offset=" + std::to_string(offset));
+    };
+    const auto unsigned_field = [](const json& body, const char* key, std::uint64_t fallback) {
+      const auto& f = member(body, key);
+      return f.is_number_unsigned() ? f.get<std::uint64_t>() : fallback;
+    };
     std::uint64_t offset = 0;
+    if (tail_opt->count() > 0) {
+      // Read back from the end in growing windows until the window holds N whole lines.
+      auto first = chunk_at(0);
+      if (!first) {
+        ctx.exit_code = exit_failure;
+        return;
+      }
+      const auto size = unsigned_field(*first, "size", 0);
+      std::uint64_t window = max_log_chunk_bytes;
+      std::string text;
+      while (true) {
+        const std::uint64_t from = size > window ? size - window : 0;
+        text.clear();
+        for (std::uint64_t at = from; at < size;) {
+          auto body = chunk_at(at);
+          if (!body) {
+            ctx.exit_code = exit_failure;
+            return;
+          }
+          text += str(*body, "data");
+          const auto next = unsigned_field(*body, "next_offset", at);
+          if (next <= at) break;
+          at = next;
+        }
+        const auto lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+        if (from == 0 || lines > *tail || window >= (64ull << 20)) break;
+        window *= 4;
+      }
+      ctx.out << last_lines(text, *tail) << std::flush;
+      offset = size;
+      if (!*follow) {
+        ctx.exit_code = exit_ok;
+        return;
+      }
+    }
     while (true) {
-      auto body =
-          call(ctx, *o, "GET", "/v1/jobs/" + o->id + "/logs?offset=" + std::to_string(offset));
+      auto body = chunk_at(offset);
       if (!body) {
         ctx.exit_code = exit_failure;
         return;
       }
       ctx.out << str(*body, "data") << std::flush;
-      const auto& next_field = member(*body, "next_offset");
-      const auto next = next_field.is_number_unsigned() ? next_field.get<std::uint64_t>() : offset;
-      const auto& size_field = member(*body, "size");
-      const auto size = size_field.is_number_unsigned() ? size_field.get<std::uint64_t>() : 0;
+      const auto next = unsigned_field(*body, "next_offset", offset);
+      const auto size = unsigned_field(*body, "size", 0);
       const bool advanced = next > offset;
       offset = next;
       if (advanced && next < size) continue;  // more is there already

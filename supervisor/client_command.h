@@ -5,9 +5,11 @@
 // functions of the API's JSON, kept apart from the calls so that a test needs no daemon.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "supervisor/cli.h"
 
@@ -28,5 +30,18 @@ std::filesystem::path resolve_client_socket(const std::string& flag);
 std::string format_job_status(const nlohmann::json& status);
 // `baton list`: one line per job.
 std::string format_job_list(const nlohmann::json& list);
+
+// The values as `width` block characters (U+2581..U+2588), lowest to highest of all the values;
+// each character is the largest value of its slice of the series (a peak is never averaged
+// away). Fewer values than width: one character each. Empty for no values.
+std::string sparkline(const std::vector<double>& values, std::size_t width);
+
+// The last n lines of text (a final line without its newline counts); all of it if fewer.
+std::string last_lines(const std::string& text, std::size_t n);
+
+// What `baton status ID` adds from GET /v1/jobs/ID/history: elapsed time and ETA, one RSS
+// sparkline per worker (the newest 6) and a loss sparkline. `now_ms` is Unix time.
+std::string format_job_history(const nlohmann::json& status, const nlohmann::json& history,
+                               std::int64_t now_ms);
 
 }  // namespace baton::supervisor

@@ -164,6 +164,9 @@ void daemon::impl::start_runner(const std::string& id) {
   ro.on_event = [weak, id](const std::string& message) {
     if (auto self = weak.lock()) self->log(log_level::debug, "job " + id + ": " + message);
   };
+  ro.on_notice = [weak, id](const std::string& message) {
+    if (auto self = weak.lock()) self->log(log_level::info, "job " + id + ": " + message);
+  };
   ro.on_change = [weak, id] {
     auto self = weak.lock();
     if (!self) return;

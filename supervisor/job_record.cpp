@@ -40,6 +40,10 @@ std::string_view name_of(const std::array<std::pair<Enum, std::string_view>, N>&
   return "unknown";
 }
 
+nlohmann::json optional_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
 template <class Enum, std::size_t N>
 result<Enum> parse_name(const std::array<std::pair<Enum, std::string_view>, N>& table,
                         std::string_view s, std::string_view what) {
@@ -81,6 +85,17 @@ class reader {
       return 0;
     }
     return f->get<double>();
+  }
+
+  // Absent (a record older than the field) or null: unset.
+  std::optional<double> optional_number(const nlohmann::json& j, const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number()) {
+      fail(std::string(key) + ": expected a number or null");
+      return std::nullopt;
+    }
+    return it->get<double>();
   }
 
   std::string string(const nlohmann::json& j, const char* key) {
@@ -156,7 +171,8 @@ nlohmann::json to_json(const job_record& r) {
         {"cause", s.cause ? nlohmann::json(to_string(*s.cause)) : nlohmann::json(nullptr)},
         {"detail", s.detail},
         {"peak_rss_bytes", s.peak_rss_bytes},
-        {"leak_bytes_per_step", s.leak_bytes_per_step},
+        {"leak_bytes_per_step", optional_json(s.leak_bytes_per_step)},
+        {"leak_ci95_bytes_per_step", optional_json(s.leak_ci95_bytes_per_step)},
         {"rss", std::move(rss)},
     });
   }
@@ -246,7 +262,8 @@ result<job_record> job_record_from_json(const nlohmann::json& j) {
       }
       s.detail = sr.string(sj, "detail");
       s.peak_rss_bytes = sr.integer(sj, "peak_rss_bytes");
-      s.leak_bytes_per_step = sr.number(sj, "leak_bytes_per_step");
+      s.leak_bytes_per_step = sr.optional_number(sj, "leak_bytes_per_step");
+      s.leak_ci95_bytes_per_step = sr.optional_number(sj, "leak_ci95_bytes_per_step");
       if (const auto* rss = sr.array(sj, "rss")) {
         for (const auto& p : *rss) {
           if (!p.is_array() || p.size() != 3 || !p[0].is_number_integer() ||

@@ -62,8 +62,12 @@ struct shard_record {
   std::int64_t ended_ms = 0;
   std::optional<exit_cause> cause;  // unset while running
   std::string detail;               // "exit code 1", "signal 9", "rss 2101 MiB > hard 2048 MiB"
-  std::int64_t peak_rss_bytes = 0;
-  double leak_bytes_per_step = 0.0;
+  std::int64_t peak_rss_bytes = 0;  // 0: no sample landed and the worker never spoke
+  // estimate_leak over this worker's steady part (leak_rate.h), set when it ended; unset when
+  // there were not enough samples. Records written before the steady part existed hold the raw
+  // slope, or 0 for fewer than five samples.
+  std::optional<double> leak_bytes_per_step;
+  std::optional<double> leak_ci95_bytes_per_step;
   std::vector<rss_point> rss;  // downsampled to at most max_rss_samples
 };
 

@@ -16,6 +16,7 @@
 #include "protocol/worker_line.h"
 #include "supervisor/leak_rate.h"
 #include "supervisor/off_thread.h"
+#include "supervisor/run_report.h"
 
 namespace baton::supervisor {
 
@@ -263,7 +264,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   bool stdout_done = false;
   std::optional<os::exit_status> exit_status;
   std::optional<protocol::done_msg> last_done;
-  std::vector<rss_sample> samples;  // full resolution, this worker only
+  leak_tracker leak;  // this worker's steady part, from every sample at full resolution
+  std::optional<std::int64_t> last_sample_ms;  // monotonic; this worker's newest sample
 
   // One per timer_kind (stall, grace, restart, budget); generations make cancelled waits
   // harmless.
@@ -454,15 +456,29 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         x.detail.empty() && x.cause != exit_cause::completed ? x.status.describe() : x.detail;
     shard.ended_ms = unix_ms_now();
     shard.end_step = record.checkpoint_step;
-    // A rate fitted to a handful of samples is noise; a shard needs a real curve to have one.
-    if (samples.size() >= 5) {
-      if (auto rate = leak_bytes_per_step(samples)) shard.leak_bytes_per_step = *rate;
+    // Too few samples leave the rate unset: "not enough samples", never a number from noise.
+    if (auto rate = estimate_leak({leak.steady()})) {
+      shard.leak_bytes_per_step = rate->bytes_per_step;
+      shard.leak_ci95_bytes_per_step = rate->ci95_bytes_per_step;
     }
     ++record.exits_by_cause[std::string(to_string(x.cause))];
     if (options.history) {
       noted(options.history->add_event(shard.ended_ms, event_kind_for(x.cause), shard.pid,
                                        shard.index, shard.end_step, std::string(to_string(x.cause)),
                                        shard.detail));
+    }
+    const auto category = restart_category(x.cause);
+    if (options.on_notice && !category.empty() && category != "user") {
+      options.on_notice(
+          "worker " + std::to_string(shard.pid) +
+          (category == "recycle" ? " recycled: " : " failed: ") + std::string(to_string(x.cause)) +
+          (shard.detail.empty() ? "" : " (" + shard.detail + ")") + ", steps " +
+          std::to_string(shard.start_step) + "-" + std::to_string(shard.end_step) + ", peak " +
+          format_mib(shard.peak_rss_bytes) + ", leak " +
+          (shard.leak_bytes_per_step
+               ? format_leak_mib(shard.leak_bytes_per_step, shard.leak_ci95_bytes_per_step) +
+                     " MiB/step"
+               : std::string("not enough samples")));
     }
     // A crash's own words are in the worker's log: say where, since the user will look next.
     const bool crashed = x.cause == exit_cause::crashed;
@@ -590,7 +606,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     stdout_done = false;
     exit_status.reset();
     last_done.reset();
-    samples.clear();
+    leak = {};
+    last_sample_ms.reset();
     // The newest loss and epoch stay on show until the new worker reports its own.
     live.pid = worker->pid();
     live.rss_bytes = 0;
@@ -694,6 +711,16 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       return;
     }
     post_event(ev::hello{mono_ms()});
+    // A worker shorter than one poll interval still gets a peak: its start-up size, now.
+    sample_rss();
+  }
+
+  // Before the exit that follows a checkpoint or `done`: the worker is at its largest then (the
+  // checkpoint written), and a short worker may have had no timed sample at all.
+  void sample_before_exit() {
+    if (!worker || exit_status) return;
+    if (last_sample_ms && mono_ms() - *last_sample_ms < 50) return;  // a flood of lines is not
+    sample_rss();                                                    // a flood of /proc reads
   }
 
   void on_message(const protocol::progress_msg& m) {
@@ -715,6 +742,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void on_message(const protocol::checkpoint_msg& m) {
+    sample_before_exit();
     if (!m.digest) {
       on_folder_checkpoint(m);
       return;
@@ -822,6 +850,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void on_message(const protocol::done_msg& m) {
+    sample_before_exit();
     last_done = m;
     if (m.job_complete && m.step > 0) record.total_steps = std::max(record.total_steps, m.step);
   }
@@ -937,12 +966,13 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void sample_rss() {
-    if (exit_status) return;
+    if (!worker || exit_status) return;
     auto rss = worker->rss_bytes();
     if (!rss) return;  // the process may be exiting; its exit decides what happens
     live.rss_bytes = *rss;
     const auto now = mono_ms();
-    samples.push_back({live.step, now, *rss});
+    leak.add(live.step, *rss);
+    last_sample_ms = now;
     if (!record.shards.empty()) {
       auto& shard = record.shards.back();
       add_rss_point(shard,

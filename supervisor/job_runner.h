@@ -58,6 +58,9 @@ struct runner_options {
   std::function<void()> on_rest;
   // Supervisor events for the job's log ("worker 123 started at step 157"). May be empty.
   std::function<void(const std::string&)> on_event;
+  // What an operator wants in the daemon's own log, not only the job's: every recycle (with its
+  // cause, peak and leak rate) and every failure. Also sent to on_event. May be empty.
+  std::function<void(const std::string&)> on_notice;
   // The largest checkpoint the runner reads to verify it (a file, or a folder's files together):
   // the daemon's max_checkpoint_mib. A worker decides what it announces; larger is rejected
   // before a byte is read.

@@ -3,25 +3,37 @@
 #include <algorithm>
 #include <vector>
 
-#include "supervisor/leak_rate.h"
+#include "supervisor/job_history.h"
 
 namespace baton::supervisor {
 
 using json = nlohmann::json;
 
-namespace {
-
-std::optional<double> live_leak_rate(const shard_record& s) {
-  std::vector<rss_sample> samples;
-  samples.reserve(s.rss.size());
-  for (const auto& p : s.rss) {
-    samples.push_back(
-        {p.step, p.t_ms, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.bytes))});
-  }
-  return leak_bytes_per_step(samples);
+leak_sums shard_leak_sums(const shard_record& s) {
+  leak_tracker t;
+  for (const auto& p : s.rss)
+    t.add(p.step, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.bytes)));
+  return t.steady();
 }
 
-}  // namespace
+result<leak_estimate> job_leak(const job_record& r) {
+  std::vector<leak_sums> workers;
+  workers.reserve(r.shards.size());
+  for (const auto& s : r.shards) workers.push_back(shard_leak_sums(s));
+  return estimate_leak(workers);
+}
+
+json restarts_json(const job_record& r) {
+  json out = {{"recycle", 0}, {"failure", 0}, {"user", 0}};
+  for (const auto& [name, count] : r.exits_by_cause) {
+    const auto cause = parse_exit_cause(name);
+    if (!cause) continue;
+    const auto category = restart_category(*cause);
+    if (!category.empty())
+      out[std::string(category)] = out[std::string(category)].get<int>() + count;
+  }
+  return out;
+}
 
 json job_status_json(const job_record& r, const live_status* live,
                      std::optional<std::int64_t> soft_limit_mib,
@@ -30,16 +42,18 @@ json job_status_json(const job_record& r, const live_status* live,
   std::int64_t peak = 0;
   for (const auto& s : r.shards) peak = std::max(peak, s.peak_rss_bytes);
   j["peak_rss_bytes"] = peak;
-  json leak = nullptr;
-  if (!r.shards.empty()) {
-    const auto& s = r.shards.back();
-    if (s.cause) {
-      leak = s.leak_bytes_per_step;
-    } else if (auto rate = live_leak_rate(s)) {
-      leak = *rate;
-    }
+  if (auto leak = job_leak(r)) {
+    j["leak_bytes_per_step"] = leak->bytes_per_step;
+    j["leak_ci95_bytes_per_step"] = leak->ci95_bytes_per_step;
+    j["leak_workers"] = leak->workers;
+    j["leak_note"] = nullptr;
+  } else {
+    j["leak_bytes_per_step"] = nullptr;
+    j["leak_ci95_bytes_per_step"] = nullptr;
+    j["leak_workers"] = 0;
+    j["leak_note"] = leak.error().message;
   }
-  j["leak_bytes_per_step"] = leak;
+  j["restarts"] = restarts_json(r);
   j["soft_limit_mib"] = soft_limit_mib ? json(*soft_limit_mib) : json(nullptr);
   j["hard_limit_mib"] = hard_limit_mib ? json(*hard_limit_mib) : json(nullptr);
   j["step"] = live ? live->step : r.checkpoint_step;

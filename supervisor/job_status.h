@@ -9,13 +9,26 @@
 
 #include "supervisor/job_record.h"
 #include "supervisor/job_runner.h"
+#include "supervisor/leak_rate.h"
 
 namespace baton::supervisor {
 
 // A job's status as the API returns it: the record's JSON plus `live` progress (null when no
-// worker runs), the job's memory limits, the current shard's leak rate and the overall peak RSS.
+// worker runs), the job's memory limits, the overall peak RSS, restarts by category
+// (`restarts`: recycle, failure, user) and the job's leak rate: estimate_leak pooled over every
+// worker's steady part (`leak_bytes_per_step`, `leak_ci95_bytes_per_step`, `leak_workers`), or
+// null with `leak_note` saying why ("not enough samples (...)").
 nlohmann::json job_status_json(const job_record& r, const live_status* live,
                                std::optional<std::int64_t> soft_limit_mib,
                                std::optional<std::int64_t> hard_limit_mib);
+
+// The steady part of a shard's recorded curve (its downsampled `rss` points).
+leak_sums shard_leak_sums(const shard_record& s);
+
+// The job's leak rate over all its workers' recorded curves.
+result<leak_estimate> job_leak(const job_record& r);
+
+// {"recycle": n, "failure": n, "user": n} from the record's exits (restart_category).
+nlohmann::json restarts_json(const job_record& r);
 
 }  // namespace baton::supervisor

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "supervisor/job_status.h"
 #include "supervisor/leak_rate.h"
 
 namespace baton::supervisor {
@@ -82,20 +83,14 @@ constexpr std::array<job_state, 8> all_states = {
 // Not "job": Prometheus sets its own `job` label (the scrape job) and would rename ours.
 labels job_label(const metrics_job& j) { return {{"job_id", j.record->id}}; }
 
-// The current worker's leak rate: fitted on its curve while it runs, the stored fit once it
-// ended; none from fewer than five samples (noise, as the runner says too).
+// The current worker's leak rate over its steady part: fitted on its curve while it runs, the
+// stored estimate once it ended; none while there are not enough samples (leak_rate.h).
 std::optional<double> current_leak(const job_record& r) {
   if (r.shards.empty()) return std::nullopt;
   const auto& s = r.shards.back();
-  if (s.rss.size() < 5) return std::nullopt;
   if (s.cause) return s.leak_bytes_per_step;
-  std::vector<rss_sample> samples;
-  samples.reserve(s.rss.size());
-  for (const auto& p : s.rss) {
-    samples.push_back(
-        {p.step, p.t_ms, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.bytes))});
-  }
-  return leak_bytes_per_step(samples);
+  const auto rate = estimate_leak({shard_leak_sums(s)});
+  return rate ? std::optional<double>(rate->bytes_per_step) : std::nullopt;
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "supervisor/job_history.h"
+#include "supervisor/job_status.h"
+
 namespace baton::supervisor {
 
 namespace {
@@ -14,15 +17,42 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-int restarts(const job_record& r) {
-  int n = 0;
-  for (const auto& [cause, count] : r.exits_by_cause) {
-    if (cause != "completed") n += count;
-  }
-  return n;
+std::string plural(int n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 }  // namespace
+
+std::string format_peak_mib(std::int64_t bytes) {
+  return bytes > 0 ? fixed(static_cast<double>(bytes) / 1048576.0, 1) : std::string("-");
+}
+
+std::string format_leak_mib(std::optional<double> rate, std::optional<double> ci95) {
+  if (!rate || !std::isfinite(*rate)) return "-";
+  std::string out = fixed(*rate / 1048576.0, 2);
+  if (out == "-0.00") out = "0.00";
+  if (ci95 && std::isfinite(*ci95)) out += " +- " + fixed(*ci95 / 1048576.0, 2);
+  return out;
+}
+
+restart_counts count_restarts(const job_record& r) {
+  restart_counts c;
+  for (const auto& [name, count] : r.exits_by_cause) {
+    const auto cause = parse_exit_cause(name);
+    if (!cause) continue;
+    const auto category = restart_category(*cause);
+    if (category == "recycle") c.recycles += count;
+    if (category == "failure") c.failures += count;
+    if (category == "user") c.user_stops += count;
+  }
+  return c;
+}
+
+std::string format_restarts(const restart_counts& c) {
+  return plural(c.recycles, "recycle", "recycles") + ", " +
+         plural(c.failures, "failure", "failures") + ", " +
+         plural(c.user_stops, "user stop", "user stops");
+}
 
 std::string format_duration(double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) return "?";
@@ -65,7 +95,9 @@ std::string format_progress_line(const progress_view& v) {
     o << " | ETA "
       << format_duration(static_cast<double>(l.total_steps - l.step) / v.steps_per_sec);
   }
-  o << " | restarts " << restarts(r);
+  const auto c = count_restarts(r);
+  o << " | recycles " << c.recycles;
+  if (c.failures > 0) o << " failures " << c.failures;
   return o.str();
 }
 
@@ -78,21 +110,27 @@ std::string format_summary(const job_record& r, double wall_seconds) {
   o << ", " << r.shards.size() << " worker" << (r.shards.size() == 1 ? "" : "s") << "\n";
   if (!r.shards.empty()) {
     char line[200];
-    std::snprintf(line, sizeof line, "  %5s %7s %8s %8s  %-12s %10s %14s  %s\n", "shard", "pid",
-                  "from", "to", "exit", "peak RSS", "leak/step", "detail");
+    std::snprintf(line, sizeof line, "  %5s %7s %8s %8s  %-13s %9s %16s  %s\n", "shard", "pid",
+                  "from", "to", "exit", "peak MiB", "leak MiB/step", "detail");
     o << line;
     for (const auto& s : r.shards) {
-      const std::string leak = std::abs(s.leak_bytes_per_step) >= 1024
-                                   ? fixed(s.leak_bytes_per_step / 1048576.0, 2) + " MiB"
-                                   : fixed(s.leak_bytes_per_step, 0) + " B";
-      std::snprintf(line, sizeof line, "  %5lld %7lld %8lld %8lld  %-12s %10s %14s  %s\n",
+      std::snprintf(line, sizeof line, "  %5lld %7lld %8lld %8lld  %-13s %9s %16s  %s\n",
                     static_cast<long long>(s.index), static_cast<long long>(s.pid),
                     static_cast<long long>(s.start_step), static_cast<long long>(s.end_step),
                     s.cause ? std::string(to_string(*s.cause)).c_str() : "running",
-                    format_mib(s.peak_rss_bytes).c_str(), leak.c_str(), s.detail.c_str());
+                    format_peak_mib(s.peak_rss_bytes).c_str(),
+                    format_leak_mib(s.leak_bytes_per_step, s.leak_ci95_bytes_per_step).c_str(),
+                    s.detail.c_str());
       o << line;
     }
   }
+  if (auto leak = job_leak(r)) {
+    o << "  leak: " << format_leak_mib(leak->bytes_per_step, leak->ci95_bytes_per_step)
+      << " MiB/step over " << plural(static_cast<int>(leak->workers), "worker", "workers") << "\n";
+  } else {
+    o << "  leak: " << leak.error().message << "\n";
+  }
+  o << "  restarts: " << format_restarts(count_restarts(r)) << "\n";
   o << "  exits:";
   if (r.exits_by_cause.empty()) o << " none";
   for (const auto& [cause, count] : r.exits_by_cause) o << " " << cause << " " << count;
@@ -118,15 +156,25 @@ nlohmann::json summary_json(const job_record& r, double wall_seconds) {
          {"exit_cause", s.cause ? nlohmann::json(to_string(*s.cause)) : nlohmann::json()},
          {"detail", s.detail},
          {"peak_rss_bytes", s.peak_rss_bytes},
-         {"leak_bytes_per_step", s.leak_bytes_per_step}});
+         {"leak_bytes_per_step",
+          s.leak_bytes_per_step ? nlohmann::json(*s.leak_bytes_per_step) : nlohmann::json()},
+         {"leak_ci95_bytes_per_step", s.leak_ci95_bytes_per_step
+                                          ? nlohmann::json(*s.leak_ci95_bytes_per_step)
+                                          : nlohmann::json()}});
   }
   nlohmann::json restarts_by_cause = nlohmann::json::object();
   for (const auto& [cause, count] : r.exits_by_cause) {
     if (cause != "completed") restarts_by_cause[cause] = count;
   }
+  const auto leak = job_leak(r);
   return {{"id", r.id},
           {"state", to_string(r.state)},
           {"diagnosis", r.diagnosis},
+          {"restarts", restarts_json(r)},
+          {"leak_bytes_per_step", leak ? nlohmann::json(leak->bytes_per_step) : nlohmann::json()},
+          {"leak_ci95_bytes_per_step",
+           leak ? nlohmann::json(leak->ci95_bytes_per_step) : nlohmann::json()},
+          {"leak_note", leak ? nlohmann::json() : nlohmann::json(leak.error().message)},
           {"checkpoint_path", r.checkpoint_path},
           {"checkpoint_step", r.checkpoint_step},
           {"total_steps", r.total_steps},

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "supervisor/job_record.h"
@@ -26,6 +27,23 @@ std::string format_progress_line(const progress_view& v);
 // "1h02m", "3m07s", "12.4s".
 std::string format_duration(double seconds);
 std::string format_mib(std::int64_t bytes);
+// A peak in MiB without the unit (the column says it), "-" for 0: nothing was measured.
+std::string format_peak_mib(std::int64_t bytes);
+// A leak rate in MiB per step without the unit (the column or label says it), with its 95%
+// interval when known: "1.02 +- 0.03", "0.00 +- 0.01"; "-" when unset (not enough samples).
+std::string format_leak_mib(std::optional<double> bytes_per_step,
+                            std::optional<double> ci95_bytes_per_step);
+
+// Restarts by what caused them (restart_category): planned recycles apart from failures and
+// from user stops, so a healthy recycled job does not read as a crashing one.
+struct restart_counts {
+  int recycles = 0;
+  int failures = 0;
+  int user_stops = 0;
+};
+restart_counts count_restarts(const job_record& r);
+// "2 recycles, 0 failures, 1 user stop".
+std::string format_restarts(const restart_counts& c);
 
 std::string format_summary(const job_record& r, double wall_seconds);
 nlohmann::json summary_json(const job_record& r, double wall_seconds);

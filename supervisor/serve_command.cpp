@@ -217,7 +217,10 @@ int serve(const serve_options& o, cli_context& ctx, os::service_session* session
   }
   daemon_options d;
   d.settings = *settings;
-  d.worker_exe = o.worker.empty() ? find_worker_executable(e) : fs::path(o.worker);
+  // Absolute: a worker runs in its job's folder, where a relative path means something else.
+  std::error_code abs_ec;
+  d.worker_exe = o.worker.empty() ? find_worker_executable(e) : fs::absolute(o.worker, abs_ec);
+  if (abs_ec) d.worker_exe = o.worker;
   if (!d.worker_exe.empty() && !e.file_exists(d.worker_exe)) {
     out.line() << "worker executable " << d.worker_exe.string() << " does not exist" << std::endl;
     return exit_failure;

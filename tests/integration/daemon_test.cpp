@@ -750,3 +750,45 @@ while True:
   d.signal(false);
   REQUIRE(d.wait(10s));
 }
+
+TEST_CASE("a status poller at 10 Hz across many shard starts never errors",
+          "[integration][daemon]") {
+  // `baton status` once died at shard starts on fields that were null for a moment (live.loss,
+  // the leak rate). Poll as a user's watch loop would, text and JSON in turn, through a dozen
+  // worker starts, and every answer must be a whole status.
+  const auto dir = scratch("poller");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const auto sock = d.socket().string();
+  auto sub = run_baton({"submit", write_job(dir, "poll", 12, 1).string(), "--socket", sock}, err);
+  REQUIRE(sub.code == 0);
+  const auto id = trim(sub.out);
+  int polls = 0;
+  std::size_t last_shards = 0;
+  int shard_counts_seen = 0;
+  std::string state;
+  const auto deadline = clock_type::now() + 90s;
+  while (state != "completed" && clock_type::now() < deadline) {
+    const auto next = clock_type::now() + 100ms;
+    auto text = run_baton({"status", id, "--socket", sock}, err);
+    INFO(read_text(err));
+    REQUIRE(text.code == 0);
+    REQUIRE_THAT(text.out, Catch::StartsWith("job " + id + " (poll): "));
+    auto js = run_baton({"status", id, "--json", "--socket", sock}, err);
+    REQUIRE(js.code == 0);
+    const auto s = json::parse(js.out);
+    state = s.at("state").get<std::string>();
+    if (s.at("shards").size() != last_shards) {
+      last_shards = s.at("shards").size();
+      ++shard_counts_seen;
+    }
+    polls += 2;
+    std::this_thread::sleep_until(next);
+  }
+  INFO(d.log());
+  CHECK(state == "completed");
+  CHECK(last_shards >= 12);
+  // The precondition: the poller really was there while workers started, not only at the end.
+  CHECK(shard_counts_seen >= 6);
+  CHECK(polls >= 40);
+}

@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -163,6 +164,23 @@ TEST_CASE("a real Prometheus scrapes the sawtooth and the recycles of a leaky jo
   const int recycles = done.at("exits_by_cause").value("memory_soft", 0);
   INFO("job: " << done.dump());
   REQUIRE(recycles >= 2);
+  // The figures a user reads: restarts split by kind, the leak within 10% of the 1 MiB a step
+  // the worker holds, and a line in the daemon's own log for every recycle.
+  CHECK(done.at("restarts") == json{{"recycle", recycles}, {"failure", 0}, {"user", 0}});
+  REQUIRE(done.at("leak_bytes_per_step").is_number());
+  CHECK(std::abs(done.at("leak_bytes_per_step").get<double>() / 1048576.0 - 1.0) <= 0.1);
+  for (const auto& shard : done.at("shards")) {
+    CHECK(shard.at("peak_rss_bytes").get<std::int64_t>() > 0);
+  }
+  {
+    const auto daemon_log = d.log();
+    int lines = 0;
+    for (auto at = daemon_log.find("recycled: memory_soft"); at != std::string::npos;
+         at = daemon_log.find("recycled: memory_soft", at + 1)) {
+      ++lines;
+    }
+    CHECK(lines == recycles);
+  }
   std::this_thread::sleep_for(2500ms);  // the last scrapes land
   const double end = unix_now();
 

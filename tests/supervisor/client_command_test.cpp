@@ -63,6 +63,10 @@ TEST_CASE("status and list never throw on a null or mistyped field", "[unit][cli
                      {"leak_bytes_per_step", 512.0},
                      {"detail", ""}}};
   full["exits_by_cause"] = {{"memory_soft", 1}};
+  full["leak_ci95_bytes_per_step"] = 64.0;
+  full["leak_workers"] = 1;
+  full["leak_note"] = nullptr;
+  full["restarts"] = {{"recycle", 1}, {"failure", 0}, {"user", 0}};
   REQUIRE_NOTHROW(format_job_status(full));
   const json odd_values[] = {nullptr, "text", json::array(), json::object(), -1, 1.5, true};
   const auto each_field = [&](const std::function<json&(json&)>& at, const json& fields) {
@@ -87,4 +91,85 @@ TEST_CASE("status and list never throw on a null or mistyped field", "[unit][cli
   json fresh = running(160);
   fresh["live"]["loss"] = nullptr;
   CHECK_THAT(format_job_status(fresh), Catch::Contains("epoch 1\n") && !Catch::Contains("loss"));
+}
+
+TEST_CASE(
+    "status shows the job's leak with its interval, or why there is none, and restarts by kind",
+    "[unit][client_command]") {
+  json s = running(160);
+  s["peak_rss_bytes"] = 300 << 20;
+  s["leak_bytes_per_step"] = 1.02 * 1048576;
+  s["leak_ci95_bytes_per_step"] = 0.03 * 1048576;
+  s["leak_workers"] = 3;
+  s["restarts"] = {{"recycle", 2}, {"failure", 1}, {"user", 0}};
+  s["shards"] = {{{"index", 0},
+                  {"attempt", 0},
+                  {"pid", 77},
+                  {"start_step", 0},
+                  {"end_step", 8},
+                  {"cause", "memory_soft"},
+                  {"peak_rss_bytes", 1020},
+                  {"leak_bytes_per_step", 0.25 * 1048576},
+                  {"leak_ci95_bytes_per_step", 0.01 * 1048576},
+                  {"detail", ""}}};
+  const auto text = format_job_status(s);
+  CHECK_THAT(text, Catch::Contains(
+                       "  leak 1.02 +- 0.03 MiB/step (95% interval, steady part of 3 workers)\n"));
+  CHECK_THAT(text, Catch::Contains("  restarts: 2 recycles, 1 failure, 0 user stops\n"));
+  CHECK_THAT(text, Catch::Contains("peak MiB    leak MiB/step"));
+  CHECK_THAT(text, Catch::Contains(" 0.0     0.25 +- 0.01 "));  // one unit: no "1020 B"
+  s["leak_bytes_per_step"] = nullptr;
+  s["leak_note"] = "not enough samples (2 in the steady part, at least 6 over 3 steps needed)";
+  CHECK_THAT(format_job_status(s),
+             Catch::Contains("  leak: not enough samples (2 in the steady part"));
+}
+
+TEST_CASE("a sparkline spans the values' range and keeps every peak", "[unit][client_command]") {
+  using baton::supervisor::sparkline;
+  CHECK(sparkline({}, 10).empty());
+  CHECK(sparkline({1, 2, 3, 4, 5, 6, 7, 8}, 8) ==
+        "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588");
+  CHECK(sparkline({5, 5, 5}, 10) == "\u2581\u2581\u2581");  // flat: the lowest bar, no division
+  // 100 values in 10 columns: the one spike lands in its column at full height.
+  std::vector<double> v(100, 1.0);
+  v[57] = 9.0;
+  CHECK(sparkline(v, 10) == "\u2581\u2581\u2581\u2581\u2581\u2588\u2581\u2581\u2581\u2581");
+  CHECK(sparkline({1, std::nan(""), 2}, 5) == "\u2581\u2588");  // a NaN is not a bar
+}
+
+TEST_CASE("status draws each worker's RSS and the loss from the history, with elapsed and ETA",
+          "[unit][client_command]") {
+  using baton::supervisor::format_job_history;
+  json s = running(200);
+  s["created_ms"] = 1000000;
+  json h = {{"rss", json::array()}, {"progress", json::array()}, {"events", json::array()}};
+  for (int w = 0; w < 2; ++w) {
+    for (int i = 0; i < 10; ++i) {
+      h["rss"].push_back({{"shard", w}, {"pid", 100 + w}, {"bytes", (10 + i) << 20}});
+    }
+  }
+  for (int i = 0; i <= 10; ++i) {
+    h["progress"].push_back(
+        {{"t_ms", 1000000 + i * 1000}, {"step", i * 10}, {"loss", 1.0 / (i + 1)}});
+  }
+  h["progress"].push_back({{"t_ms", 1012000}, {"step", 110}, {"loss", nullptr}});
+  const auto text = format_job_history(s, h, 1062000);
+  // 110 steps in 12 s: 90 to go take about 9.8 s.
+  CHECK_THAT(text, Catch::Contains("  elapsed 1m02s, ETA 9.8s\n"));
+  CHECK_THAT(text, Catch::Contains("rss  shard 0    pid 100"));
+  CHECK_THAT(text, Catch::Contains("rss  shard 1    pid 101"));
+  CHECK_THAT(text, Catch::Contains(
+                       "\u2581\u2582\u2583\u2583\u2584\u2585\u2586\u2586\u2587\u2588 peak 19 MiB"));
+  CHECK_THAT(text, Catch::Contains("now 0.0909"));
+  CHECK_NOTHROW(format_job_history(json::object(), json::object(), 0));
+  CHECK_NOTHROW(format_job_history(s, json{{"rss", {nullptr, 1}}, {"progress", "x"}}, 0));
+}
+
+TEST_CASE("logs --tail keeps the last lines", "[unit][client_command]") {
+  using baton::supervisor::last_lines;
+  CHECK(last_lines("a\nb\nc\n", 2) == "b\nc\n");
+  CHECK(last_lines("a\nb\nc", 2) == "b\nc");
+  CHECK(last_lines("a\nb\n", 5) == "a\nb\n");
+  CHECK(last_lines("a\nb\n", 0).empty());
+  CHECK(last_lines("", 3).empty());
 }

@@ -53,14 +53,19 @@ TEST_CASE("the progress line shows step, loss, memory against the budget and res
   const auto line = format_progress_line({r, l, 1024, 2048, 10.0});
   CHECK(line ==
         "shard 0 (pid 4242) | step 471/3140 epoch 3 | loss 0.2346 acc 0.912 | rss 412/1024 MiB | "
-        "1234 samples/s | ETA 4m27s | restarts 2");
+        "1234 samples/s | ETA 4m27s | recycles 2");
 }
 
 TEST_CASE("the summary lists every worker with its exit cause, peak and leak",
           "[unit][run_report]") {
   const auto text = format_summary(sample(), 62.0);
   CHECK(text.find("job seed: completed after 1m02s, step 3140/3140, 1 worker\n") == 0);
-  CHECK(text.find("memory_soft    1100 MiB      50.00 MiB  exit code 3") != std::string::npos);
+  // One unit per column, in the header: no "1020 B" next to "0.01 MiB".
+  CHECK(text.find("peak MiB    leak MiB/step") != std::string::npos);
+  CHECK(text.find("memory_soft      1100.0            50.00  exit code 3") != std::string::npos);
+  CHECK(text.find("restarts: 2 recycles, 0 failures, 0 user stops\n") != std::string::npos);
+  // The sample's shard has no recorded curve: the job-wide estimate says so.
+  CHECK(text.find("leak: not enough samples (0 in the steady part") != std::string::npos);
   CHECK(text.find("exits: completed 20 memory_soft 2") != std::string::npos);
   CHECK(text.find("checkpoint: /s/jobs/seed/checkpoints/ckpt-000000003140.safetensors") !=
         std::string::npos);
@@ -69,6 +74,31 @@ TEST_CASE("the summary lists every worker with its exit cause, peak and leak",
   CHECK(j["restarts_by_cause"] == nlohmann::json{{"memory_soft", 2}});
   CHECK(j["shards"][0]["exit_cause"] == "memory_soft");
   CHECK(j["shards"][0]["peak_rss_bytes"] == (1100ll << 20));
+  CHECK(j["restarts"] == nlohmann::json{{"recycle", 2}, {"failure", 0}, {"user", 0}});
+  CHECK(j["leak_bytes_per_step"].is_null());
+  CHECK(j["leak_note"].get<std::string>().find("not enough samples") == 0);
+}
+
+TEST_CASE("a leak rate prints in MiB per step with its interval, or a dash", "[unit][run_report]") {
+  CHECK(format_leak_mib(1.02 * 1048576, 0.031 * 1048576) == "1.02 +- 0.03");
+  CHECK(format_leak_mib(-0.001, 0.0) == "0.00 +- 0.00");  // never "-0.00"
+  CHECK(format_leak_mib(0.25 * 1048576, std::nullopt) == "0.25");
+  CHECK(format_leak_mib(std::nullopt, std::nullopt) == "-");
+  CHECK(format_peak_mib(0) == "-");  // nothing measured is not "0 MiB"
+  CHECK(format_peak_mib(1536 * 1024) == "1.5");
+}
+
+TEST_CASE("restarts split planned recycles from failures and user stops", "[unit][run_report]") {
+  job_record r;
+  r.exits_by_cause = {{"completed", 3},   {"memory_soft", 4}, {"memory_budget", 1},
+                      {"memory_hard", 1}, {"crashed", 2},     {"stalled", 1},
+                      {"stopped", 1},     {"cancelled", 1},   {"spawn_failed", 1}};
+  const auto c = count_restarts(r);
+  CHECK(c.recycles == 6);
+  CHECK(c.failures == 4);
+  CHECK(c.user_stops == 1);
+  CHECK(format_restarts(c) == "6 recycles, 4 failures, 1 user stop");
+  CHECK(format_restarts({1, 1, 0}) == "1 recycle, 1 failure, 0 user stops");
 }
 
 TEST_CASE("an unknown total (a command worker's job before its first progress) shows no total",
@@ -84,7 +114,7 @@ TEST_CASE("an unknown total (a command worker's job before its first progress) s
   l.rss_bytes = 100ll << 20;
   const auto line = format_progress_line({r, l, 0, 0, 10.0});
   // No "/0", no percentage and no ETA computed from a total nobody knows.
-  CHECK(line == "shard 0 (pid 4242) | step 40 epoch 1 | loss 0.5000 | rss 100 MiB | restarts 2");
+  CHECK(line == "shard 0 (pid 4242) | step 40 epoch 1 | loss 0.5000 | rss 100 MiB | recycles 2");
   CHECK(format_summary(r, 5.0).find("job seed: running after 5.0s, step 40, 1 worker\n") == 0);
   CHECK(summary_json(r, 5.0)["total_steps"] == 0);
 }
