@@ -3,7 +3,7 @@
 # foreground with progress. Extra arguments after the config go to `baton run`.
 set -euo pipefail
 source "$(dirname "$0")/scripts/setup.sh"
-baton_build
+BATON_BUILD_TARGETS="baton baton-worker" baton_build
 config="${1:-$BATON_ROOT/configs/seed.json}"
 shift || true
 exec "$BATON_BUILD_DIR/supervisor/baton" run "$config" "$@"

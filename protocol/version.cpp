@@ -1,5 +1,5 @@
 #include "protocol/version.h"
 
 namespace baton::protocol {
-std::string_view version() { return "0.1.0"; }
+std::string_view version() { return BATON_VERSION; }
 }  // namespace baton::protocol

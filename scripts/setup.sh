@@ -41,5 +41,9 @@ baton_build() {
   if [[ ! -f "$BATON_BUILD_DIR/build.ninja" ]]; then
     cmake -S "$BATON_ROOT" -B "$BATON_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >&2
   fi
-  cmake --build "$BATON_BUILD_DIR" --parallel "$(nproc)" >&2
+  # BATON_BUILD_TARGETS: only these (run.sh builds what it runs: a first run waits for two
+  # programs, not for the test suite).
+  local targets=()
+  [[ -z "${BATON_BUILD_TARGETS:-}" ]] || read -r -a targets <<<"$BATON_BUILD_TARGETS"
+  cmake --build "$BATON_BUILD_DIR" --parallel "$(nproc)" ${targets[@]+--target "${targets[@]}"} >&2
 }

@@ -128,7 +128,8 @@ void add_validate_command(CLI::App& app, cli_context& ctx) {
 int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app("baton: keeps long training runs alive by sharding them across fresh workers",
                "baton");
-  app.set_version_flag("--version", std::string(protocol::version()));
+  app.set_version_flag("--version", "baton " + std::string(protocol::version()) + " (commit " +
+                                        std::string(protocol::build_commit()) + ")");
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 ok, 1 failure, 2 invalid job config, 64 bad command line, 124 `wait "

@@ -113,7 +113,11 @@ TEST_CASE("bad command lines exit 64, help exits 0", "[unit][cli]") {
   CHECK(help.out.find("CONFIG") != std::string::npos);
   const auto version = run({"--version"});
   CHECK(version.code == baton::supervisor::exit_ok);
-  CHECK_FALSE(version.out.empty());
+  // The version and the commit it was built from (12 hex digits, maybe "-dirty"), or "unknown"
+  // outside a git checkout.
+  CHECK_THAT(
+      version.out,
+      Catch::Matches("baton \\d+\\.\\d+\\.\\d+ \\(commit ([0-9a-f]{12}(-dirty)?|unknown)\\)\\n"));
 }
 
 TEST_CASE("a mistyped command or option gets a did-you-mean", "[unit][cli]") {
