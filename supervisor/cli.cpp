@@ -149,6 +149,8 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   add_cancel_command(app, ctx);
   add_resume_command(app, ctx);
   add_wait_command(app, ctx);
+  add_rm_command(app, ctx);
+  add_prune_command(app, ctx);
   add_service_command(app, ctx);
   add_checkpoint_command(app, ctx);
   try {

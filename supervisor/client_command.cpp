@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "os/env.h"
 #include "os/peer_credentials.h"
 #include "os/system.h"
+#include "protocol/job_overrides.h"
 #include "supervisor/control_client.h"
 #include "supervisor/control_server.h"
 #include "supervisor/job_log.h"
@@ -304,13 +306,27 @@ std::string format_job_list(const json& list) {
 void add_submit_command(CLI::App& app, cli_context& ctx) {
   auto o = std::make_shared<client_options>();
   auto config = std::make_shared<std::string>();
+  auto sets = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand(
       "submit", "Send a job config to the daemon; prints the new job's id (exit 2 if invalid)");
   cmd->add_option("CONFIG", *config, "Job config file (JSON)")->required();
+  cmd->add_option("--set", *sets,
+                  "Override a field of the job file, typed by the spec: PATH=VALUE, e.g. "
+                  "training.optimizer.learning_rate=0.01 (repeatable)")
+      ->take_all();
   cmd->add_flag("--json", o->json, "Print {\"id\": ...} instead of the bare id");
   add_socket_option(cmd, *o);
-  cmd->callback([o, config, &ctx] {
+  cmd->callback([o, config, sets, &ctx] {
     ctx.exit_code = exit_invalid;
+    std::vector<protocol::job_override> overrides;
+    for (const auto& arg : *sets) {
+      auto parsed = protocol::parse_override(arg);
+      if (!parsed) {
+        ctx.err << parsed.error().message << "\n";
+        return;
+      }
+      overrides.push_back(std::move(*parsed));
+    }
     std::error_code ec;
     const fs::path file = fs::absolute(*config, ec);
     auto text = ctx.environment.read_file(ec ? fs::path(*config) : file);
@@ -328,6 +344,13 @@ void add_submit_command(CLI::App& app, cli_context& ctx) {
       ctx.err << *config << ": a job config must be a JSON object\n";
       return;
     }
+    // Applied here, checked by the daemon with every other field.
+    auto changed = protocol::apply_overrides(std::move(*doc), overrides);
+    if (!changed) {
+      ctx.err << *config << ": " << changed.error().message << "\n";
+      return;
+    }
+    *doc = std::move(*changed);
     // Relative paths in the job mean "next to the job file", wherever the daemon runs.
     const json body = {{"spec", std::move(*doc)},
                        {"base_dir", (ec ? fs::path(*config) : file).parent_path().string()}};
@@ -622,6 +645,124 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
+  });
+}
+
+result<std::int64_t> parse_age(std::string_view text) {
+  // "90s", "30m", "12h", "7d", "2w": what people type for an age; a bare number is refused
+  // rather than guessed (seconds? days?).
+  std::int64_t n = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, n);
+  if (ec != std::errc() || n < 0 || ptr + 1 != end) {
+    return make_error("--older-than '" + std::string(text) +
+                      "': expected a number and a unit: 90s, 30m, 12h, 7d or 2w");
+  }
+  std::int64_t unit_ms = 0;
+  switch (*ptr) {
+    case 's':
+      unit_ms = 1000;
+      break;
+    case 'm':
+      unit_ms = 60 * 1000;
+      break;
+    case 'h':
+      unit_ms = 3600 * 1000;
+      break;
+    case 'd':
+      unit_ms = 24 * 3600 * 1000;
+      break;
+    case 'w':
+      unit_ms = 7 * 24 * 3600 * 1000;
+      break;
+    default:
+      return make_error("--older-than '" + std::string(text) +
+                        "': unknown unit; use s, m, h, d or w");
+  }
+  if (n > std::numeric_limits<std::int64_t>::max() / unit_ms) {
+    return make_error("--older-than '" + std::string(text) + "': too large");
+  }
+  return n * unit_ms;
+}
+
+void add_rm_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto force = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(
+      "rm", "Delete a job and its folder (checkpoints, logs, history); refused while it runs");
+  cmd->add_option("ID", o->id, "Job id")->required();
+  cmd->add_flag("-f,--force", *force, "Cancel a running job first, then delete it");
+  add_socket_option(cmd, *o);
+  cmd->callback([o, force, &ctx] {
+    if (!is_valid_job_id(o->id)) {
+      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.exit_code = exit_usage;
+      return;
+    }
+    auto body = call(ctx, *o, "DELETE", "/v1/jobs/" + o->id + (*force ? "?force=true" : ""));
+    if (!body) {
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    const auto& removed = member(*body, "removed");
+    ctx.out << "job " << o->id << ": "
+            << (removed.is_boolean() && removed.get<bool>()
+                    ? "removed"
+                    : "cancelling; it is removed once its worker has stopped")
+            << "\n";
+    ctx.exit_code = exit_ok;
+  });
+}
+
+void add_prune_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto older = std::make_shared<std::string>();
+  auto states = std::make_shared<std::vector<std::string>>();
+  auto dry_run = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(
+      "prune", "Delete finished jobs (completed, failed, cancelled) and their folders");
+  cmd->add_option("--older-than", *older, "Only jobs not updated for this long: 90s, 30m, 12h, 7d");
+  cmd->add_option("--state", *states,
+                  "Only jobs in these states (comma-separated): completed,failed,cancelled")
+      ->delimiter(',');
+  cmd->add_flag("-n,--dry-run", *dry_run, "List what would go, delete nothing");
+  cmd->add_flag("--json", o->json, "Print the API's JSON");
+  add_socket_option(cmd, *o);
+  cmd->callback([o, older, states, dry_run, &ctx] {
+    json req = json::object();
+    if (!older->empty()) {
+      auto ms = parse_age(*older);
+      if (!ms) {
+        ctx.err << "baton: " << ms.error().message << "\n";
+        ctx.exit_code = exit_usage;
+        return;
+      }
+      req["older_than_ms"] = *ms;
+    }
+    if (!states->empty()) req["states"] = *states;
+    if (*dry_run) req["dry_run"] = true;
+    auto body = call(ctx, *o, "POST", "/v1/prune", req);
+    if (!body) {
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    if (o->json) {
+      ctx.out << body->dump(2) << "\n";
+    } else {
+      const auto& removed = member(*body, "removed");
+      const std::size_t n = removed.is_array() ? removed.size() : 0;
+      for (const auto& id : removed) {
+        if (id.is_string())
+          ctx.out << (*dry_run ? "would remove " : "removed ") << id.get<std::string>() << "\n";
+      }
+      if (n == 0) ctx.out << "nothing to prune\n";
+    }
+    bool clean = true;
+    for (const auto& e : member(*body, "errors")) {
+      clean = false;
+      ctx.err << "baton: cannot remove " << str(e, "id") << ": " << str(e, "error") << "\n";
+    }
+    ctx.exit_code = clean ? exit_ok : exit_failure;
   });
 }
 

@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "supervisor/cli.h"
 
 namespace baton::supervisor {
@@ -22,6 +24,11 @@ void add_logs_command(CLI::App& app, cli_context& ctx);
 void add_cancel_command(CLI::App& app, cli_context& ctx);
 void add_resume_command(CLI::App& app, cli_context& ctx);
 void add_wait_command(CLI::App& app, cli_context& ctx);
+void add_rm_command(CLI::App& app, cli_context& ctx);
+void add_prune_command(CLI::App& app, cli_context& ctx);
+
+// "90s", "30m", "12h", "7d", "2w" in milliseconds (`baton prune --older-than`).
+result<std::int64_t> parse_age(std::string_view text);
 
 // --socket if given, else $BATON_SOCKET, else the default path for this user.
 std::filesystem::path resolve_client_socket(const std::string& flag);

@@ -34,8 +34,9 @@ bool is_valid_job_id(std::string_view id) {
 }
 
 std::string_view call_name(const api_call& call) {
-  static constexpr std::string_view names[] = {"submit", "list",   "status",  "logs",   "cancel",
-                                               "resume", "health", "history", "metrics"};
+  static constexpr std::string_view names[] = {"submit",  "list",   "status", "logs",
+                                               "cancel",  "resume", "health", "history",
+                                               "metrics", "remove", "prune"};
   static_assert(std::size(names) == std::variant_size_v<api_call>);
   return names[call.index()];
 }
@@ -83,7 +84,17 @@ bool is_blank(std::string_view s) {
 }
 
 // The resources of the API; `id` is filled for the per-job ones.
-enum class route { health, jobs, job, job_logs, job_cancel, job_resume, job_history, metrics };
+enum class route {
+  health,
+  jobs,
+  job,
+  job_logs,
+  job_cancel,
+  job_resume,
+  job_history,
+  metrics,
+  prune
+};
 
 struct matched_route {
   route r;
@@ -96,6 +107,7 @@ std::optional<matched_route> match_route(std::string_view path) {
   const auto seg = split(path.substr(1), '/');
   if (seg.empty() || seg[0] != "v1") return std::nullopt;
   if (seg.size() == 2 && seg[1] == "health") return matched_route{route::health, {}};
+  if (seg.size() == 2 && seg[1] == "prune") return matched_route{route::prune, {}};
   if (seg.size() < 2 || seg[1] != "jobs") return std::nullopt;
   if (seg.size() == 2) return matched_route{route::jobs, {}};
   if (seg.size() == 3) return matched_route{route::job, seg[2]};
@@ -112,7 +124,10 @@ std::string_view allowed_methods(route r) {
       return "GET, POST";
     case route::job_cancel:
     case route::job_resume:
+    case route::prune:
       return "POST";
+    case route::job:
+      return "GET, DELETE";
     default:
       return "GET";
   }
@@ -149,6 +164,7 @@ api_result<std::uint64_t> parse_query(std::string_view query, route r, std::stri
   if (query.empty()) return 0;
   const std::string_view wanted = r == route::job_logs      ? "offset"
                                   : r == route::job_history ? "since"
+                                  : r == route::job         ? "force"
                                                             : "";
   for (const auto param : split(query, '&')) {
     if (param.empty()) continue;
@@ -159,7 +175,12 @@ api_result<std::uint64_t> parse_query(std::string_view query, route r, std::stri
       return bad_request("unknown query parameter '" + printable(key) + "' for " + printable(path));
     }
     if (value_seen) return bad_request("query parameter '" + std::string(wanted) + "' given twice");
-    if (r == route::job_history) {
+    if (r == route::job) {
+      if (value != "true" && value != "false") {
+        return bad_request("bad force '" + printable(value) + "': expected true or false");
+      }
+      value_seen = value == "true" ? 1 : 0;
+    } else if (r == route::job_history) {
       auto v = parse_since(value);
       if (!v) return v.error();
       value_seen = *v;
@@ -204,6 +225,51 @@ api_result<api_call> parse_submit(const api_request& request) {
     return bad_request("field 'base_dir' must be an absolute path, got '" + base_dir + "'");
   }
   return submit_call{std::move(*spec), std::move(base_dir), request.peer_uid};
+}
+
+api_result<api_call> parse_prune(const api_request& request) {
+  prune_call c;
+  if (is_blank(request.body)) return c;
+  auto doc = parse_json_limited(request.body);
+  if (!doc) return doc.error();
+  if (!doc->is_object()) {
+    return bad_request("request body must be a JSON object, got " +
+                       std::string(json_type_name(*doc)));
+  }
+  for (const auto& [key, value] : doc->items()) {
+    if (key == "older_than_ms") {
+      if (!value.is_number_integer() || value.get<std::int64_t>() < 0) {
+        return bad_request("field 'older_than_ms' must be a non-negative integer, got " +
+                           std::string(json_type_name(value)));
+      }
+      c.older_than_ms = value.get<std::int64_t>();
+    } else if (key == "states") {
+      if (!value.is_array() || value.empty()) {
+        return bad_request(
+            "field 'states' must be a non-empty array of completed, failed, "
+            "cancelled");
+      }
+      c.states.clear();
+      for (const auto& s : value) {
+        const std::string name = s.is_string() ? s.get<std::string>() : s.dump();
+        if (name != "completed" && name != "failed" && name != "cancelled") {
+          return bad_request("field 'states': '" + printable(name) +
+                             "' is not a finished state (completed, failed, cancelled)");
+        }
+        c.states.push_back(name);
+      }
+    } else if (key == "dry_run") {
+      if (!value.is_boolean()) {
+        return bad_request("field 'dry_run' must be a boolean, got " +
+                           std::string(json_type_name(value)));
+      }
+      c.dry_run = value.get<bool>();
+    } else {
+      return bad_request("unknown field '" + printable(key) +
+                         "' in request body (expected older_than_ms, states, dry_run)");
+    }
+  }
+  return c;
 }
 
 }  // namespace
@@ -254,9 +320,11 @@ api_result<api_call> parse_api_request(const api_request& request) {
 
   const auto& m = request.method;
   const bool post_only = r == route::job_cancel || r == route::job_resume;
-  const bool method_ok = (r == route::jobs && (m == "GET" || m == "POST")) ||
-                         (post_only && m == "POST") ||
-                         (r != route::jobs && !post_only && m == "GET");
+  const bool method_ok =
+      (r == route::jobs && (m == "GET" || m == "POST")) ||
+      (r == route::job && (m == "GET" || m == "DELETE")) ||
+      ((post_only || r == route::prune) && m == "POST") ||
+      (r != route::jobs && r != route::job && r != route::prune && !post_only && m == "GET");
   if (!method_ok) {
     return api_error{405, "method " + printable(m) + " not allowed on " + printable(path) +
                               " (allowed: " + std::string(allowed_methods(r)) + ")"};
@@ -271,8 +339,12 @@ api_result<api_call> parse_api_request(const api_request& request) {
   auto offset = parse_query(query, r, path);
   if (!offset) return offset.error();
 
-  if (m == "GET" && !request.body.empty()) {
-    return bad_request("GET " + std::string(path) + " takes no request body");
+  if ((m == "GET" || m == "DELETE") && !request.body.empty()) {
+    return bad_request(std::string(m) + " " + std::string(path) + " takes no request body");
+  }
+  if (r == route::job && m == "GET" && !query.empty()) {
+    return bad_request("unknown query parameter for GET " + printable(path) +
+                       " (force is for DELETE)");
   }
   const std::string id(matched->id);
   switch (r) {
@@ -282,7 +354,10 @@ api_result<api_call> parse_api_request(const api_request& request) {
       if (m == "GET") return list_call{};
       return parse_submit(request);
     case route::job:
+      if (m == "DELETE") return remove_call{id, *offset == 1};
       return status_call{id};
+    case route::prune:
+      return parse_prune(request);
     case route::job_logs:
       return logs_call{id, *offset};
     case route::job_history:

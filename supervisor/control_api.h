@@ -8,11 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace baton::supervisor {
 
@@ -64,9 +66,24 @@ struct history_call {   // GET /v1/jobs/{id}/history?since=N: entries with seq >
   std::int64_t since = 0;
 };
 struct metrics_call {};  // GET /metrics: Prometheus text exposition format
+// DELETE /v1/jobs/{id}?force=true: the job and its folder go. A running job only with force,
+// which cancels it first and removes it once its worker is gone.
+struct remove_call {
+  std::string id;
+  bool force = false;
+};
+// POST /v1/prune {"older_than_ms": N, "states": ["completed", ...], "dry_run": false}: removes
+// the finished jobs (completed, failed, cancelled; `states` narrows) not updated for
+// `older_than_ms` (absent: any age). `dry_run` lists them and removes nothing.
+struct prune_call {
+  std::optional<std::int64_t> older_than_ms;
+  std::vector<std::string> states = {"completed", "failed", "cancelled"};
+  bool dry_run = false;
+};
 
-using api_call = std::variant<submit_call, list_call, status_call, logs_call, cancel_call,
-                              resume_call, health_call, history_call, metrics_call>;
+using api_call =
+    std::variant<submit_call, list_call, status_call, logs_call, cancel_call, resume_call,
+                 health_call, history_call, metrics_call, remove_call, prune_call>;
 
 // A rejected request: the HTTP status to answer with and a message for the user.
 // Not an aggregate on purpose: C++20 would let api_result<T> confuse a T with an api_error.

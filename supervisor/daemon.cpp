@@ -201,6 +201,14 @@ void daemon::impl::on_rest(const std::string& id) {
   j.runner.reset();
   j.history.reset();  // on disk; a job at rest is read from its file when asked
   --running;
+  if (j.remove_at_rest && !stopping) {
+    if (auto s = remove_job(id); !s) {
+      log(log_level::warning, "job " + id + ": cancelled but not removed: " + s.error().message);
+      it->second.remove_at_rest = false;
+    }
+    start_next();
+    return;
+  }
   auto& r = j.record;
   if (stopping && !feed(r, ev::requeued_for_restart{}).ignored) {
     log(log_level::info, "job " + id + ": stopped at checkpoint step " +

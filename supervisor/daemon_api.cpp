@@ -167,9 +167,9 @@ api_response daemon::impl::on_call(const resume_call& c) {
   auto* j = find(c.id);
   if (!j) return no_job(c.id);
   const auto st = j->current().state;
-  if (st != job_state::paused && st != job_state::failed) {
+  if (st != job_state::paused && st != job_state::failed && st != job_state::cancelled) {
     return error_response(409, "job '" + c.id + "' is " + std::string(to_string(st)) +
-                                   "; only a paused or failed job can be resumed");
+                                   "; only a paused, failed or cancelled job can be resumed");
   }
   if (j->runner) {
     // Paused but not yet handed back (its rest is being posted): the runner resumes itself.
@@ -233,6 +233,63 @@ api_response daemon::impl::on_call(const history_call& c) {
   auto h = job_history::load(e, job_history::file_in(store.job_dir(c.id)));
   if (!h) return error_response(500, h.error().message);
   return {200, to_json(h->page(c.since))};
+}
+
+status daemon::impl::remove_job(const std::string& id) {
+  if (auto s = store.remove(id); !s) return s;
+  queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
+  jobs.erase(id);
+  log(log_level::info, "job " + id + ": removed");
+  publish_status();
+  return {};
+}
+
+api_response daemon::impl::on_call(const remove_call& c) {
+  if (stopping) return error_response(503, "the baton daemon is shutting down");
+  auto* j = find(c.id);
+  if (!j) return no_job(c.id);
+  if (j->runner) {
+    const auto state = std::string(to_string(j->current().state));
+    if (!c.force) {
+      return error_response(409, "job '" + c.id + "' is " + state +
+                                     "; cancel it first, or remove it with --force (which "
+                                     "cancels it)");
+    }
+    log(log_level::info, "job " + c.id + ": remove requested while " + state + "; cancelling");
+    j->remove_at_rest = true;
+    j->runner->cancel();
+    return {202, {{"id", c.id}, {"removed", false}, {"state", to_string(j->current().state)}}};
+  }
+  if (auto s = remove_job(c.id); !s) return error_response(500, s.error().message);
+  return {200, {{"id", c.id}, {"removed", true}}};
+}
+
+api_response daemon::impl::on_call(const prune_call& c) {
+  if (stopping) return error_response(503, "the baton daemon is shutting down");
+  const auto now = unix_ms_now();
+  std::vector<std::string> chosen;
+  for (const auto& [id, j] : jobs) {
+    if (j.runner) continue;
+    const auto& r = j.record;
+    if (!is_terminal(r.state)) continue;
+    const auto name = std::string(to_string(r.state));
+    if (std::find(c.states.begin(), c.states.end(), name) == c.states.end()) continue;
+    if (c.older_than_ms && now - r.updated_ms < *c.older_than_ms) continue;
+    chosen.push_back(id);
+  }
+  json removed = json::array();
+  json errors = json::array();
+  for (const auto& id : chosen) {
+    if (c.dry_run) {
+      removed.push_back(id);
+    } else if (auto s = remove_job(id); s) {
+      removed.push_back(id);
+    } else {
+      errors.push_back({{"id", id}, {"error", s.error().message}});
+    }
+  }
+  return {200,
+          {{"removed", std::move(removed)}, {"errors", std::move(errors)}, {"dry_run", c.dry_run}}};
 }
 
 }  // namespace baton::supervisor

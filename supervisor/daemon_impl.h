@@ -42,6 +42,8 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
     // The job's history while its runner feeds it (job_history.h); a job at rest has none in
     // memory and its history is read from its file when asked for.
     std::unique_ptr<job_history> history = {};
+    // `baton rm --force` of a running job: cancelled, and removed once its worker is gone.
+    bool remove_at_rest = false;
     const job_record& current() const { return runner ? runner->record() : record; }
   };
 
@@ -106,6 +108,11 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   api_response on_call(const health_call&);
   api_response on_call(const history_call& c);
   api_response on_call(const metrics_call&);
+  api_response on_call(const remove_call& c);
+  api_response on_call(const prune_call& c);
+  // Drops a job at rest: out of the queue, its folder deleted, forgotten. An error (the folder
+  // could not be deleted) leaves the job listed, so nothing is half-forgotten.
+  status remove_job(const std::string& id);
 };
 
 }  // namespace baton::supervisor

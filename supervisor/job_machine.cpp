@@ -356,13 +356,18 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
   auto& s = t.s();
   auto& job = t.job();
   if (is_terminal(job.state)) {
-    // A failed job is at rest like the others, but `baton resume` may try it again (the disk
-    // that filled up has room now, the data was fixed): from its newest verified checkpoint, with
-    // the failure count and the backoff starting over.
+    // A failed or cancelled job is at rest like the others, but `baton resume` may run it again
+    // (the disk that filled up has room now, the data was fixed, the cancel was a mistake): from
+    // its newest verified checkpoint, with the failure count and the backoff starting over. A
+    // completed job has nothing left to run.
     const auto* r = std::get_if<ev::resume_requested>(&event);
-    if (!r || !r->failed_too || !t.in(job_state::failed) || t.worker_phase()) return t.ignore();
+    if (!r || !r->failed_too || !(t.in(job_state::failed) || t.in(job_state::cancelled)) ||
+        t.worker_phase()) {
+      return t.ignore();
+    }
     t.emit(act::log_event{"job resumed at step " + std::to_string(job.checkpoint_step) +
-                          " (it had failed: " + job.diagnosis + ")"});
+                          (t.in(job_state::failed) ? " (it had failed: " + job.diagnosis + ")"
+                                                   : std::string(" (it had been cancelled)"))});
     job.state = job_state::queued;
     job.diagnosis.clear();
     job.consecutive_failures = 0;

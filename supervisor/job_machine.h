@@ -115,8 +115,9 @@ struct cancel_requested {};
 struct pause_requested {
   std::string reason;
 };
-// `failed_too`: a failed job resumes as well (`baton resume`), from its newest verified
-// checkpoint, with its failure count cleared; without it only a paused job resumes (`baton run`).
+// `failed_too`: a failed or cancelled job resumes as well (`baton resume`), from its newest
+// verified checkpoint, with its failure count cleared; without it only a paused job resumes (`baton
+// run`).
 struct resume_requested {
   bool failed_too = false;
 };

@@ -12,6 +12,7 @@
 #include "os/process.h"
 #include "os/state_lock.h"
 #include "os/system.h"
+#include "protocol/job_overrides.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_runner.h"
 #include "supervisor/job_store.h"
@@ -37,7 +38,16 @@ fs::path find_worker_executable(os::env& e) {
 
 int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) {
   auto& e = ctx.environment;
-  auto spec = protocol::load_job_spec(e, o.config);
+  std::vector<protocol::job_override> sets;
+  for (const auto& arg : o.sets) {
+    auto parsed = protocol::parse_override(arg);
+    if (!parsed) {
+      ctx.err << parsed.error().message << "\n";
+      return exit_invalid;
+    }
+    sets.push_back(std::move(*parsed));
+  }
+  auto spec = protocol::load_job_spec(e, o.config, sets);
   if (!spec) {
     ctx.err << spec.error().message << "\n";
     return exit_invalid;
@@ -236,6 +246,10 @@ void add_run_command(CLI::App& app, cli_context& ctx) {
   cmd->add_option("--worker", opts->worker, "The baton-worker executable to run shards with");
   cmd->add_flag("--json", opts->json, "Print the summary as one JSON object, no progress");
   cmd->add_flag("--fresh", opts->fresh, "Discard this job's saved state and start over");
+  cmd->add_option("--set", opts->sets,
+                  "Override a field of the job file, typed by the spec: PATH=VALUE, e.g. "
+                  "training.optimizer.learning_rate=0.01 (repeatable)")
+      ->take_all();
   cmd->callback([opts, &ctx] { ctx.exit_code = run_job(*opts, ctx, os_process_launcher()); });
 }
 

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "supervisor/cli.h"
 
@@ -26,6 +27,8 @@ struct run_options {
   std::string worker;
   bool json = false;
   bool fresh = false;
+  // `--set PATH=VALUE` overrides of the job file's fields (protocol/job_overrides.h), in order.
+  std::vector<std::string> sets;
   bool become_subreaper = true;  // off in tests, whose process must stay as it is
   // Locks the state directory for the run (os/state_lock.h); null: the OS's lock file. Tests on
   // a mem_env pass an in-memory one.

@@ -318,7 +318,7 @@ TEST_CASE("resume runs a paused job again, other states answer 409, with real wo
   auto not_paused = f.call(resume_call{done});
   CHECK(not_paused.status == 409);
   CHECK(not_paused.body.at("error") ==
-        "job '" + done + "' is completed; only a paused or failed job can be resumed");
+        "job '" + done + "' is completed; only a paused, failed or cancelled job can be resumed");
   CHECK(f.call(resume_call{"nope-1"}).status == 404);
 
   auto resumed = f.call(resume_call{paused});

@@ -160,7 +160,8 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK_THAT(take_err(err), Catch::Contains("already completed"));
   auto resume_done = run_baton({"resume", id, "--socket", sock}, err);
   CHECK(resume_done.code == 1);
-  CHECK_THAT(take_err(err), Catch::Contains("only a paused or failed job can be resumed"));
+  CHECK_THAT(take_err(err),
+             Catch::Contains("only a paused, failed or cancelled job can be resumed"));
   auto missing = run_baton({"status", "nope-1", "--socket", sock}, err);
   CHECK(missing.code == 1);
   CHECK_THAT(take_err(err), Catch::Contains("no job 'nope-1'"));
@@ -791,4 +792,68 @@ TEST_CASE("a status poller at 10 Hz across many shard starts never errors",
   // The precondition: the poller really was there while workers started, not only at the end.
   CHECK(shard_counts_seen >= 6);
   CHECK(polls >= 40);
+}
+
+TEST_CASE("submit --set, rm, rm --force, resume of a cancelled job and prune through the CLI",
+          "[integration][daemon]") {
+  const auto dir = scratch("lifecycle");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const auto sock = d.socket().string();
+  const auto job = write_job(dir, "life", 200, 200, 400).string();  // about 8 s of steps
+
+  // A bad --set is refused before anything is sent, naming the argument and the field.
+  auto bad = run_baton({"submit", job, "--set", "training.batch_size=big", "--socket", sock}, err);
+  CHECK(bad.code == 2);
+  CHECK_THAT(take_err(err), Catch::Contains("training.batch_size is a number; 'big' is not JSON"));
+  bad = run_baton({"submit", job, "--set", "training.batch_size=-1", "--socket", sock}, err);
+  CHECK(bad.code == 2);
+  CHECK_THAT(take_err(err), Catch::Contains("training.batch_size: "));
+
+  // One epoch instead of 200: the override is what runs.
+  auto sub = run_baton(
+      {"submit", job, "--set", "training.epochs=1", "--set", "shard.epochs=1", "--socket", sock},
+      err);
+  REQUIRE(sub.code == 0);
+  const auto short_id = trim(sub.out);
+  REQUIRE(run_baton({"wait", short_id, "--socket", sock}, err).code == 0);
+  CHECK(json::parse(run_baton({"status", short_id, "--json", "--socket", sock}, err).out)
+            .at("total_steps") == 8);
+
+  sub = run_baton({"submit", job, "--socket", sock}, err);
+  REQUIRE(sub.code == 0);
+  const auto long_id = trim(sub.out);
+  d.poll(long_id, [](const json& s) { return s.at("state") == "running"; });
+  auto rm = run_baton({"rm", long_id, "--socket", sock}, err);
+  CHECK(rm.code == 1);
+  CHECK_THAT(take_err(err),
+             Catch::Contains("is running; cancel it first, or remove it with --force"));
+  REQUIRE(run_baton({"cancel", long_id, "--socket", sock}, err).code == 0);
+  d.poll(long_id, [](const json& s) { return s.at("state") == "cancelled"; });
+  // Cancelled is not the end: resume runs it again from its checkpoint.
+  REQUIRE(run_baton({"resume", long_id, "--socket", sock}, err).code == 0);
+  d.poll(long_id, [](const json& s) { return s.at("state") == "running"; });
+  rm = run_baton({"rm", long_id, "--force", "--socket", sock}, err);
+  CHECK(rm.code == 0);
+  CHECK_THAT(rm.out, Catch::Contains("cancelling; it is removed once its worker has stopped"));
+  const auto gone_by = clock_type::now() + 20s;
+  while (run_baton({"status", long_id, "--socket", sock}, err).code == 0 &&
+         clock_type::now() < gone_by) {
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK_THAT(take_err(err), Catch::Contains("no job '" + long_id + "'"));
+  CHECK_FALSE(fs::exists(dir / "state" / "jobs" / long_id));
+
+  auto dry = run_baton({"prune", "--dry-run", "--socket", sock}, err);
+  CHECK(dry.code == 0);
+  CHECK(trim(dry.out) == "would remove " + short_id);
+  CHECK(run_baton({"prune", "--older-than", "1d", "--socket", sock}, err).out ==
+        "nothing to prune\n");
+  auto bad_age = run_baton({"prune", "--older-than", "7", "--socket", sock}, err);
+  CHECK(bad_age.code == 64);
+  CHECK_THAT(take_err(err), Catch::Contains("expected a number and a unit"));
+  auto pruned = run_baton({"prune", "--state", "completed", "--socket", sock}, err);
+  CHECK(pruned.code == 0);
+  CHECK(trim(pruned.out) == "removed " + short_id);
+  CHECK(trim(run_baton({"list", "--socket", sock}, err).out) == "no jobs");
 }

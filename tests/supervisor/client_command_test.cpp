@@ -173,3 +173,18 @@ TEST_CASE("logs --tail keeps the last lines", "[unit][client_command]") {
   CHECK(last_lines("a\nb\n", 0).empty());
   CHECK(last_lines("", 3).empty());
 }
+
+TEST_CASE("prune ages read as people write them", "[unit][client_command]") {
+  using baton::supervisor::parse_age;
+  CHECK(*parse_age("90s") == 90'000);
+  CHECK(*parse_age("30m") == 1'800'000);
+  CHECK(*parse_age("12h") == 43'200'000);
+  CHECK(*parse_age("7d") == 604'800'000);
+  CHECK(*parse_age("2w") == 1'209'600'000);
+  CHECK(parse_age("7").error().message ==
+        "--older-than '7': expected a number and a unit: 90s, 30m, 12h, 7d or 2w");
+  CHECK(parse_age("7y").error().message == "--older-than '7y': unknown unit; use s, m, h, d or w");
+  CHECK_FALSE(parse_age("-1d"));
+  CHECK_FALSE(parse_age("d"));
+  CHECK_FALSE(parse_age("99999999999999999w"));
+}

@@ -103,7 +103,7 @@ TEST_CASE("unknown routes are 404 and wrong methods 405", "[unit][control_api]")
   check_error(parse("get", "/v1/health"), 405,
               "method get not allowed on /v1/health (allowed: GET)");
   check_error(parse("PUT", "/v1/jobs/a"), 405,
-              "method PUT not allowed on /v1/jobs/a (allowed: GET)");
+              "method PUT not allowed on /v1/jobs/a (allowed: GET, DELETE)");
   check_error(parse("POST", "/v1/jobs/a/logs"), 405,
               "method POST not allowed on /v1/jobs/a/logs (allowed: GET)");
   check_error(parse("GET", "/v1/jobs/a/cancel"), 405,
@@ -277,4 +277,41 @@ TEST_CASE("raw bytes of a request are quoted as hex escapes in errors", "[unit][
   check_error(parse("GET", "/v\xfe"), 404, "unknown route /v\\xfe");
   check_error(parse("GET", "v1\n"), 400,
               "request target must be a path starting with '/', got 'v1\\x0a'");
+}
+
+TEST_CASE("remove and prune parse with their options, and refuse bad ones", "[unit][control_api]") {
+  auto rm = parse("DELETE", "/v1/jobs/a-1");
+  REQUIRE(rm.has_value());
+  CHECK(std::get<remove_call>(*rm).id == "a-1");
+  CHECK_FALSE(std::get<remove_call>(*rm).force);
+  CHECK(call_name(*rm) == "remove");
+  auto forced = parse("DELETE", "/v1/jobs/a-1?force=true");
+  REQUIRE(forced.has_value());
+  CHECK(std::get<remove_call>(*forced).force);
+  CHECK(parse("DELETE", "/v1/jobs/a-1?force=yes").error().message ==
+        "bad force 'yes': expected true or false");
+  CHECK(parse("GET", "/v1/jobs/a-1?force=true").error().status == 400);
+  CHECK(parse("DELETE", "/v1/jobs").error().status == 405);
+  CHECK(parse("DELETE", "/v1/jobs/.x").error().status == 400);
+
+  auto all = parse("POST", "/v1/prune");
+  REQUIRE(all.has_value());
+  const auto& p = std::get<prune_call>(*all);
+  CHECK_FALSE(p.older_than_ms);
+  CHECK(p.states == std::vector<std::string>{"completed", "failed", "cancelled"});
+  CHECK_FALSE(p.dry_run);
+  CHECK(call_name(*all) == "prune");
+  auto some = parse("POST", "/v1/prune",
+                    R"({"older_than_ms": 86400000, "states": ["failed"], "dry_run": true})");
+  REQUIRE(some.has_value());
+  CHECK(std::get<prune_call>(*some).older_than_ms == 86400000);
+  CHECK(std::get<prune_call>(*some).states == std::vector<std::string>{"failed"});
+  CHECK(std::get<prune_call>(*some).dry_run);
+  CHECK(parse("POST", "/v1/prune", R"({"states": ["running"]})").error().message ==
+        "field 'states': 'running' is not a finished state (completed, failed, cancelled)");
+  CHECK(parse("POST", "/v1/prune", R"({"older_than_ms": -1})").error().status == 400);
+  CHECK(parse("POST", "/v1/prune", R"({"dry_run": 1})").error().status == 400);
+  CHECK(parse("POST", "/v1/prune", R"({"age": 1})").error().message ==
+        "unknown field 'age' in request body (expected older_than_ms, states, dry_run)");
+  CHECK(parse("GET", "/v1/prune").error().status == 405);
 }

@@ -116,8 +116,10 @@ struct fixture {
         if (!ec) check();
       });
     };
-    check();
+    // restart() first: a condition already true stops the loop in check(), and a restart after
+    // that would undo the stop and run on forever.
     io.restart();
+    check();
     io.run();
     io.restart();
     return ok;
@@ -260,7 +262,8 @@ TEST_CASE("history and metrics: a job's run is in its history file and in /metri
   CHECK(m.status == 200);
   CHECK(m.content_type == "text/plain; version=0.0.4; charset=utf-8");
   CHECK_THAT(m.text, Catch::Contains("baton_job_state{job_id=\"" + a + "\",state=\"running\"} 1"));
-  CHECK_THAT(m.text, Catch::Contains("baton_job_worker_resident_memory_bytes{job_id=\"" + a + "\"}"));
+  CHECK_THAT(m.text,
+             Catch::Contains("baton_job_worker_resident_memory_bytes{job_id=\"" + a + "\"}"));
 
   REQUIRE(f.run_until([&] { return f.state(a) == "completed"; }));
   // At rest: read back from the job folder through the env.
@@ -280,7 +283,8 @@ TEST_CASE("history and metrics: a job's run is in its history file and in /metri
   CHECK(later.body.at("events").empty());
   CHECK(f.call(history_call{"nope", 0}).status == 404);
   m = f.call(metrics_call{});
-  CHECK_THAT(m.text, Catch::Contains("baton_job_state{job_id=\"" + a + "\",state=\"completed\"} 1"));
+  CHECK_THAT(m.text,
+             Catch::Contains("baton_job_state{job_id=\"" + a + "\",state=\"completed\"} 1"));
   CHECK_THAT(m.text,
              Catch::Contains("baton_job_restarts_total{job_id=\"" + a + "\",cause=\"recycle\"} 0"));
 }
@@ -540,7 +544,7 @@ TEST_CASE("resume runs a paused job again, other states answer 409", "[unit][dae
   auto not_paused = f.call(resume_call{done});
   CHECK(not_paused.status == 409);
   CHECK(not_paused.body.at("error") ==
-        "job '" + done + "' is completed; only a paused or failed job can be resumed");
+        "job '" + done + "' is completed; only a paused, failed or cancelled job can be resumed");
   CHECK(f.call(resume_call{"nope-1"}).status == 404);
 
   auto resumed = f.call(resume_call{paused});
@@ -611,4 +615,89 @@ TEST_CASE("control_port is refused where the control API is a Unix socket", "[un
   CHECK_THAT(s.error().message, Catch::Contains("control_port: only used where the control API "
                                                 "is loopback TCP (Windows)"));
   CHECK_FALSE(fs::exists(f.dir / "s.sock"));
+}
+
+TEST_CASE("rm deletes a job at rest, refuses a running one unless forced", "[unit][daemon]") {
+  fixture f("rm", 1);
+  f.start();
+  f.train(5);
+  const auto a = f.submit(job_doc("a", 200, 200));
+  const auto b = f.submit(job_doc("b", 1));
+  REQUIRE(f.run_until([&] { return f.status(a).at("step").get<int>() > 0; }));
+  // Queued: removed at once, out of the queue, its folder gone.
+  auto r = f.call(remove_call{b, false});
+  CHECK(r.status == 200);
+  CHECK(r.body.at("removed") == true);
+  CHECK(f.d->queued_ids().empty());
+  CHECK(f.call(status_call{b}).status == 404);
+  CHECK_FALSE(f.files.file_exists(state_dir / "jobs" / b));
+  // Running: refused, naming the way out.
+  r = f.call(remove_call{a, false});
+  CHECK(r.status == 409);
+  CHECK(r.body.at("error") ==
+        "job '" + a +
+            "' is running; cancel it first, or remove it with --force (which cancels it)");
+  // Forced: cancelled first, removed once its worker is gone.
+  r = f.call(remove_call{a, true});
+  CHECK(r.status == 202);
+  CHECK(r.body.at("removed") == false);
+  REQUIRE(f.run_until([&] { return f.call(status_call{a}).status == 404; }));
+  CHECK(f.d->running_count() == 0);
+  CHECK_FALSE(f.files.file_exists(state_dir / "jobs" / a));
+  REQUIRE(f.launcher.workers.size() == 1);
+  CHECK(f.launcher.workers[0]->stop_received());
+  CHECK(f.call(remove_call{a, false}).status == 404);
+}
+
+TEST_CASE("prune deletes finished jobs by state and age, and a dry run deletes nothing",
+          "[unit][daemon]") {
+  fixture f("prune", 2);
+  f.start();
+  const auto done = f.submit(job_doc("done", 1));
+  REQUIRE(f.run_until([&] { return f.state(done) == "completed"; }));
+  f.train(5);  // the later workers run until stopped
+  const auto gone = f.submit(job_doc("gone", 200, 200));
+  REQUIRE(f.run_until([&] { return f.state(gone) == "running"; }));
+  REQUIRE(f.call(cancel_call{gone}).status == 202);
+  REQUIRE(f.run_until([&] { return f.state(gone) == "cancelled" && f.d->running_count() == 0; }));
+  const auto live = f.submit(job_doc("live", 200, 200));
+  REQUIRE(f.run_until([&] { return f.state(live) == "running"; }));
+
+  // Nothing is a day old yet.
+  auto r = f.call(prune_call{86400000, {"completed", "failed", "cancelled"}, false});
+  CHECK(r.body.at("removed").empty());
+  r = f.call(prune_call{std::nullopt, {"cancelled"}, true});
+  CHECK(r.body.at("removed") == json{gone});
+  CHECK(f.call(status_call{gone}).status == 200);  // a dry run
+  r = f.call(prune_call{});
+  CHECK(r.status == 200);
+  auto removed = r.body.at("removed").get<std::vector<std::string>>();
+  std::sort(removed.begin(), removed.end());
+  CHECK(removed == std::vector<std::string>{done, gone});
+  CHECK(r.body.at("errors").empty());
+  CHECK(f.call(status_call{done}).status == 404);
+  CHECK(f.call(status_call{gone}).status == 404);
+  CHECK(f.state(live) == "running");  // never a job that is not finished
+}
+
+TEST_CASE("a cancelled job resumes from its checkpoint, a completed one answers 409",
+          "[unit][daemon]") {
+  fixture f("resume-cancelled", 1);
+  f.start();
+  f.train(5);  // the first worker stops stepping at 5 and checkpoints when told to stop
+  const auto a = f.submit(job_doc("a", 4, 1));
+  REQUIRE(f.run_until([&] { return f.status(a).at("step").get<int>() >= 5; }));
+  REQUIRE(f.call(cancel_call{a}).status == 202);
+  REQUIRE(f.run_until([&] { return f.state(a) == "cancelled" && f.d->running_count() == 0; }));
+  const auto at = f.status(a).at("checkpoint_step").get<int>();
+  f.train(0);
+  auto r = f.call(resume_call{a});
+  CHECK(r.status == 202);
+  REQUIRE(f.run_until([&] { return f.state(a) == "completed"; }));
+  const auto s = f.status(a);
+  CHECK(s.at("checkpoint_step").get<int>() == 32);
+  // The first worker after the resume started from the cancel's checkpoint.
+  REQUIRE(s.at("shards").size() >= 2);
+  CHECK(s.at("shards")[1].at("start_step").get<int>() == at);
+  CHECK(f.call(resume_call{a}).status == 409);
 }

@@ -493,10 +493,12 @@ TEST_CASE("every state x every event: the next state and the actions", "[unit][j
   }
 }
 
-TEST_CASE("completed and cancelled ignore every event", "[unit][job_machine]") {
+TEST_CASE("completed and cancelled ignore every event but a cancelled job's resume",
+          "[unit][job_machine]") {
   for (const char* state : {"completed", "cancelled"}) {
     for (const auto& [name, e] : events()) {
       INFO(state << " | " << name);
+      if (std::string(state) == "cancelled" && name == "resume") continue;  // job_machine_test
       auto m = setups().at(state)();
       const auto standing = m.job;
       m.on(e);

@@ -425,6 +425,26 @@ TEST_CASE("a failed job resumes only when asked with failed_too", "[unit][job_ma
   CHECK(d.job.checkpoint_step == 30);
 }
 
+TEST_CASE("a cancelled job resumes when asked, a completed one never", "[unit][job_machine]") {
+  driver d;
+  d.run_worker(0);
+  d.on(ev::checkpoint_verified{30});
+  d.on(ev::cancel_requested{});
+  d.on(ev::worker_exited{exit_status::signaled(15), std::nullopt, 5000});
+  REQUIRE(d.phase() == "cancelled");
+  CHECK(d.on(ev::resume_requested{}).empty());
+  CHECK(d.on(ev::resume_requested{true}) ==
+        strings{"log_event{job resumed at step 30 (it had been cancelled)}", "persist",
+                "request_slot"});
+  CHECK(d.phase() == "queued");
+  CHECK(d.job.checkpoint_step == 30);
+
+  driver done;
+  done.job.state = job_state::completed;
+  CHECK(done.on(ev::resume_requested{true}).empty());
+  CHECK(done.last.ignored);
+}
+
 TEST_CASE("a checkpoint found to replace a gone one may lower the step", "[unit][job_machine]") {
   driver d;
   d.job.checkpoint_step = 50;
