@@ -439,6 +439,10 @@ status daemon::start() {
       m.log(log_level::warning, "cannot write the dashboard's URL file: " + w.error().message);
     }
     m.log(log_level::info, "dashboard on " + url);
+  } else {
+    // No listener, no dashboard: an older start's URL names a token and port that are gone.
+    std::error_code ignored;
+    fs::remove(dashboard_url_file(m.store.state_dir()), ignored);
   }
   if (m.options.become_subreaper) m.reaper = std::make_unique<os::child_reaper>(m.io);
   if (auto s = m.recover(); !s) {
