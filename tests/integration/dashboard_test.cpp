@@ -90,6 +90,12 @@ TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live
   auto sub = run_baton({"submit", job.string(), "--socket", d.socket().string()}, dir / "sub.err");
   REQUIRE(sub.code == 0);
   const auto id = trim(sub.out);
+  // A second job waits in the queue (max_workers 1): nothing to draw yet, and the page must say
+  // so without an error.
+  auto queued =
+      run_baton({"submit", job.string(), "--socket", d.socket().string()}, dir / "sub2.err");
+  REQUIRE(queued.code == 0);
+  const auto queued_id = trim(queued.out);
 
   const auto shot = fs::current_path() / "dashboard.png";
   const auto out = dir / "seen.json";
@@ -97,7 +103,7 @@ TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live
   const auto r = run_process(
       {node_exe.string(),
        std::string(BATON_SOURCE_DIR) + "/tests/integration/dashboard/check_dashboard.mjs", url,
-       bad_url, shot.string(), (dir / "chromium-profile").string(), out.string()},
+       bad_url, shot.string(), (dir / "chromium-profile").string(), out.string(), queued_id},
       {{"BATON_WEB_DIR", web_dir.string()}}, dir / "node.err", 60s);
   INFO("node stderr: " << read_text(dir / "node.err"));
   REQUIRE_FALSE(r.timed_out);
@@ -126,6 +132,15 @@ TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live
   for (const auto* look : {&first, &second}) {
     CHECK(worker_series_with_points(*look) >= look->at("workers").get<int>() - 1);
   }
+
+  // The queued job: no sample, no loss, no worker; shown as such, with no error.
+  CHECK(seen.at("emptyConsoleErrors").empty());
+  CHECK(seen.at("empty").at("job") == queued_id);
+  CHECK(seen.at("empty").at("rssSeries").empty());
+  CHECK(seen.at("empty").at("error").is_null());
+  CHECK(seen.at("emptyShown").at("rssEmpty") == true);
+  CHECK(seen.at("emptyShown").at("lossEmpty") == true);
+  CHECK_THAT(seen.at("emptyShown").at("title").get<std::string>(), Catch::Contains("queued"));
 
   // A wrong token: the page loads (it holds no data) but gets none, and says why.
   const auto& bad = seen.at("badToken");

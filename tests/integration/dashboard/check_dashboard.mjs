@@ -1,13 +1,14 @@
 // Drives Debian's chromium (headless, through playwright-core from web/node_modules) at a running
 // daemon's dashboard and writes what it saw as JSON to OUT_JSON, for dashboard_test.cpp to judge:
-//   node check_dashboard.mjs GOOD_URL BAD_TOKEN_URL SCREENSHOT USER_DATA_DIR OUT_JSON
+//   node check_dashboard.mjs GOOD_URL BAD_TOKEN_URL SCREENSHOT USER_DATA_DIR OUT_JSON [EMPTY_JOB]
+// EMPTY_JOB: a job with nothing yet (queued: no sample, no loss, no worker), opened on its own.
 // BATON_WEB_DIR names web/ (where npm ci put playwright-core). Exits 0 whenever it could look;
 // the checks are the C++ test's. No network: chromium's background services are turned off.
 import { createRequire } from 'node:module';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-const [goodUrl, badUrl, screenshot, userDataDir, outJson] = process.argv.slice(2);
+const [goodUrl, badUrl, screenshot, userDataDir, outJson, emptyJob] = process.argv.slice(2);
 const webDir = process.env.BATON_WEB_DIR;
 if (!goodUrl || !badUrl || !screenshot || !userDataDir || !outJson || !webDir) {
   console.error('usage: BATON_WEB_DIR=web node check_dashboard.mjs GOOD_URL BAD_URL PNG PROFILE OUT');
@@ -44,6 +45,23 @@ try {
   out.second = await summary();
   out.title = await page.title();
   await page.screenshot({ path: screenshot, fullPage: true });
+
+  if (emptyJob) {
+    // Null fields never break the page: a job with no sample, no loss and no worker yet.
+    const empty = await context.newPage();
+    out.emptyConsoleErrors = [];
+    empty.on('console', (m) => { if (m.type() === 'error') out.emptyConsoleErrors.push(m.text()); });
+    empty.on('pageerror', (e) => out.emptyConsoleErrors.push(String(e)));
+    await empty.goto(goodUrl + '#job=' + encodeURIComponent(emptyJob), { waitUntil: 'load' });
+    await empty.waitForTimeout(2500);
+    out.empty = await empty.evaluate(() => window.batonDashboard.summary());
+    out.emptyShown = await empty.evaluate(() => ({
+      rssEmpty: !document.getElementById('rss-empty').hidden,
+      lossEmpty: !document.getElementById('loss-empty').hidden,
+      title: document.getElementById('job-title').textContent,
+    }));
+    await empty.close();
+  }
 
   const bad = await context.newPage();
   await bad.goto(badUrl, { waitUntil: 'load' });
