@@ -17,7 +17,13 @@ BATON_PACKAGES=(
   curl  # the control-socket tests talk to the daemon as a user would
   systemd  # systemd-analyze, for the unit's verify test; nothing here needs systemd as PID 1
   prometheus  # promtool checks /metrics; the Prometheus test scrapes a daemon with the real server
+  chromium  # the dashboard test drives it headless (tests/integration/dashboard_test.cpp)
 )
+# node and npm: the build embeds uPlot from web/node_modules, and the dashboard test runs
+# playwright-core with node. Debian's packages only where no node is installed yet: its `npm`
+# depends on Debian's nodejs and would replace another build of node (NodeSource's, say).
+command -v node >/dev/null 2>&1 || BATON_PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || BATON_PACKAGES+=(npm)
 
 baton_install_packages() {
   local missing=()
@@ -36,8 +42,22 @@ baton_install_packages() {
     "${missing[@]}" >&2
 }
 
+# web/node_modules from web/package-lock.json (uPlot, playwright-core), exactly as pinned: `npm ci`,
+# only when it is missing or older than the lockfile, quietly. npm keeps its own copy of the
+# lockfile in node_modules/.package-lock.json, written at each install.
+baton_web_deps() {
+  local web="$BATON_ROOT/web"
+  local stamp="$web/node_modules/.package-lock.json"
+  if [[ -f $stamp && ! $web/package-lock.json -nt $stamp ]]; then
+    return 0
+  fi
+  echo "baton: npm ci in web/ (uPlot for the dashboard, playwright-core for its test)" >&2
+  (cd "$web" && npm ci --no-audit --no-fund --loglevel=error >&2)
+}
+
 baton_build() {
   baton_install_packages "${BATON_PACKAGES[@]}"
+  baton_web_deps
   if [[ ! -f "$BATON_BUILD_DIR/build.ninja" ]]; then
     cmake -S "$BATON_ROOT" -B "$BATON_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >&2
   fi

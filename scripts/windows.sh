@@ -13,6 +13,7 @@ BATON_WINDOWS_KNOWN_FAILURES=()
 
 # The Linux build's packages (headers the cross build uses too) plus the cross tools.
 baton_install_packages "${BATON_PACKAGES[@]}" g++-mingw-w64-x86-64-posix wine wine64
+baton_web_deps  # the dashboard's files are embedded at build time, on Windows too
 
 export WINEDEBUG=-all
 # A prefix per build folder: concurrent runs from other worktrees never share a wineserver,

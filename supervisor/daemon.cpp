@@ -10,12 +10,15 @@
 #include <iostream>
 #include <map>
 
+#include "os/private_file.h"
 #include "os/process.h"
 #include "os/system.h"
 #include "protocol/job_spec.h"
 #include "protocol/version.h"
 #include "supervisor/control_server.h"
+#include "supervisor/control_token.h"
 #include "supervisor/daemon_impl.h"
+#include "supervisor/dashboard_routes.h"
 #include "supervisor/job_log.h"
 #include "supervisor/job_status.h"
 #include "supervisor/job_store.h"
@@ -420,11 +423,17 @@ status daemon::start() {
   if (m.options.settings.http_listen) {
     // Checked when the settings were read; parsed again for settings built in code.
     auto where = parse_http_listen(*m.options.settings.http_listen);
+    // The dashboard's token, new at every start (Jupyter's habit): 256 bits, in the URL printed
+    // below and in a file of the state dir only the daemon's user can read.
+    auto token = make_control_token();
+    if (!token) return with_context("dashboard token", token.error());
     if (where) {
       m.http = std::make_unique<http_listener>(
-          m.io, *this, *where, [weak = std::weak_ptr<impl>(impl_)](const std::string& message) {
+          m.io, *this, *where,
+          [weak = std::weak_ptr<impl>(impl_)](const std::string& message) {
             if (auto self = weak.lock()) self->log(log_level::warning, "http_listen: " + message);
-          });
+          },
+          *token);
     }
     const status s = where ? m.http->start() : status(where.error());
     if (!s) {
@@ -434,6 +443,17 @@ status daemon::start() {
       return s;
     }
     m.log(log_level::info, "metrics on " + m.http->url() + "/metrics (read-only, loopback)");
+    const auto url = m.http->dashboard_url();
+    if (auto w = os::write_private_file(dashboard_url_file(m.store.state_dir()), url + "\n",
+                                        std::nullopt);
+        !w) {
+      m.log(log_level::warning, "cannot write the dashboard's URL file: " + w.error().message);
+    }
+    m.log(log_level::info, "dashboard on " + url);
+  } else {
+    // No listener, no dashboard: an older start's URL names a token and port that are gone.
+    std::error_code ignored;
+    fs::remove(dashboard_url_file(m.store.state_dir()), ignored);
   }
   if (m.options.become_subreaper) m.reaper = std::make_unique<os::child_reaper>(m.io);
   if (auto s = m.recover(); !s) {

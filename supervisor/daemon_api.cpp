@@ -120,6 +120,14 @@ api_response daemon::impl::on_call(const list_call&) {
                     {"created_ms", r.created_ms},
                     {"updated_ms", r.updated_ms},
                     {"diagnosis", r.diagnosis}});
+    // The budget beside the RSS, for the dashboard's job list (null when the job has none).
+    auto& item = list.back();
+    item["soft_limit_mib"] = j->spec && j->spec->memory.soft_limit_mib
+                                 ? json(*j->spec->memory.soft_limit_mib)
+                                 : json(nullptr);
+    item["hard_limit_mib"] = j->spec && j->spec->memory.hard_limit_mib
+                                 ? json(*j->spec->memory.hard_limit_mib)
+                                 : json(nullptr);
   }
   return {200, {{"jobs", std::move(list)}}};
 }

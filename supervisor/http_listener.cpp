@@ -6,7 +6,8 @@
 #include <charconv>
 
 #include "os/exclusive_address.h"
-#include "supervisor/control_accept_loop.h"
+#include "supervisor/dashboard_routes.h"
+#include "supervisor/web_server.h"
 
 namespace baton::supervisor {
 
@@ -48,29 +49,30 @@ result<http_listen_address> parse_http_listen(std::string_view text) {
   return http_listen_address{h, static_cast<std::uint16_t>(port)};
 }
 
-api_response read_only_handler::handle(const api_call& call) {
-  if (std::holds_alternative<metrics_call>(call)) return inner_.handle(call);
-  return error_response(404,
-                        "not served on http_listen, which serves GET /metrics only; the "
-                        "control API is on the control socket");
-}
-
 struct http_listener::impl {
   impl(asio::io_context& io_, api_handler& h, http_listen_address a,
-       std::function<void(const std::string&)> l)
-      : io(io_), handler(h), address(std::move(a)), log(std::move(l)) {}
+       std::function<void(const std::string&)> l, std::string t)
+      : io(io_),
+        router(std::make_shared<dashboard_router>(h, t)),
+        address(std::move(a)),
+        log(std::move(l)),
+        token(std::move(t)) {}
   asio::io_context& io;
-  read_only_handler handler;
+  // Shared with the sessions' handler: one that outlives the listener by a handler still finds it.
+  std::shared_ptr<dashboard_router> router;
   http_listen_address address;
   std::function<void(const std::string&)> log;
-  std::shared_ptr<control_accept_loop<tcp>> loop;
+  std::string token;
+  std::shared_ptr<web_server> server;
   std::uint16_t port = 0;
 };
 
 http_listener::http_listener(asio::io_context& io, api_handler& handler,
                              http_listen_address address,
-                             std::function<void(const std::string&)> log)
-    : impl_(std::make_unique<impl>(io, handler, std::move(address), std::move(log))) {}
+                             std::function<void(const std::string&)> log,
+                             std::string dashboard_token)
+    : impl_(std::make_unique<impl>(io, handler, std::move(address), std::move(log),
+                                   std::move(dashboard_token))) {}
 
 http_listener::~http_listener() { stop(); }
 
@@ -95,26 +97,18 @@ status http_listener::start() {
   if (ec) return make_error("http_listen: cannot listen on " + where + ": " + ec.message());
   m.port = acceptor.local_endpoint(ec).port();
   if (ec) return make_error("http_listen: cannot read the bound port: " + ec.message());
-  // Scrapers are few and short-lived; the limits only bound what a local flood can hold.
-  const session_limits limits{std::chrono::milliseconds(10000), std::chrono::milliseconds(5000), 0,
-                              16 * 1024};
-  const connection_limits caps{64, 63};
-  // No identity and no token: nothing served here needs one (see the header).
-  auto admit = [](tcp::socket&) {
-    control_admission a;
-    a.privileged = true;
-    return a;
-  };
-  m.loop = std::make_shared<control_accept_loop<tcp>>(std::move(acceptor), m.handler, limits, caps,
-                                                      m.log, std::move(admit));
-  m.loop->start();
+  // Scrapers and dashboard tabs are few; the limits only bound what a local flood can hold.
+  m.server = std::make_shared<web_server>(
+      std::move(acceptor), [router = m.router](const web_request& r) { return router->handle(r); },
+      web_server_limits{}, m.log);
+  m.server->start();
   return {};
 }
 
 void http_listener::stop() {
-  if (impl_ && impl_->loop) {
-    impl_->loop->stop();
-    impl_->loop.reset();
+  if (impl_ && impl_->server) {
+    impl_->server->stop();
+    impl_->server.reset();
   }
 }
 
@@ -131,6 +125,10 @@ std::string http_listener::url() const {
   out += ':';
   out += std::to_string(port);
   return out;
+}
+
+std::string http_listener::dashboard_url() const {
+  return impl_->token.empty() ? std::string() : supervisor::dashboard_url(url(), impl_->token);
 }
 
 }  // namespace baton::supervisor

@@ -1,11 +1,12 @@
 // The daemon's read-only web listener: loopback TCP at the settings' `http_listen`
-// ("127.0.0.1:PORT", off unless set), for what is safe to show to anything on this machine:
-// `GET /metrics` for Prometheus (later the dashboard). It never serves a route that changes
-// anything, nor a job's logs, status or history: the control socket, with its access checks,
-// stays the only door to those. Any other request is answered 404 naming the control socket.
-// Addresses that are not loopback are refused with an error naming the field, so no setting can
-// put the listener on a network. The daemon owns the listener; the listener owns its acceptor
-// and sessions (control_accept_loop.h) and calls the daemon's handler on the io thread.
+// ("127.0.0.1:PORT", off unless set), for what is safe to offer on this machine: `GET /metrics`
+// for Prometheus, token-free, and, when given a dashboard token, the web dashboard and the
+// control API's read-only calls it polls, behind that token (dashboard_routes.h has the routes).
+// It never serves a route that changes anything: the control socket, with its access checks,
+// stays the only door to that. Addresses that are not loopback are refused with an error naming
+// the field, so no setting can put the listener on a network. The daemon owns the listener; the
+// listener owns its web_server (web_server.h) and router, and calls the daemon's handler on the
+// io thread.
 #pragma once
 
 #include <cstdint>
@@ -33,21 +34,11 @@ struct http_listen_address {
 // "http_listen: " and say what is wrong: no port, a bad port, a host that is not loopback.
 result<http_listen_address> parse_http_listen(std::string_view text);
 
-// Lets only the read-only calls through to `inner` (today metrics_call); every other call is
-// answered 404. What the listener's sessions call; public so it is tested without a socket.
-class read_only_handler final : public api_handler {
- public:
-  explicit read_only_handler(api_handler& inner) : inner_(inner) {}
-  api_response handle(const api_call& call) override;
-
- private:
-  api_handler& inner_;
-};
-
 class http_listener {
  public:
+  // An empty `dashboard_token` serves /metrics only.
   http_listener(boost::asio::io_context& io, api_handler& handler, http_listen_address address,
-                std::function<void(const std::string&)> log);
+                std::function<void(const std::string&)> log, std::string dashboard_token = {});
   ~http_listener();  // stop()s
   http_listener(const http_listener&) = delete;
   http_listener& operator=(const http_listener&) = delete;
@@ -59,6 +50,8 @@ class http_listener {
   std::uint16_t port() const;  // the bound port after start()
   // "http://127.0.0.1:9464", for the start-up line.
   std::string url() const;
+  // "http://127.0.0.1:9464/?token=...", the page with its token; empty when the dashboard is off.
+  std::string dashboard_url() const;
 
  private:
   struct impl;

@@ -137,7 +137,8 @@ TEST_CASE("a real Prometheus scrapes the sawtooth and the recycles of a leaky jo
   const double daemon_rss = std::stod(rss_line[1].str());
   CHECK(daemon_rss > 1.0 * 1048576);
   CHECK(daemon_rss < 256.0 * 1048576);
-  // Read-only: the listener has no job routes, let alone mutating ones.
+  // Read-only: without the dashboard token the listener gives no job data (401), let alone
+  // anything that changes a job.
   CHECK(http_get("http://127.0.0.1:" + m[1].str() + "/v1/jobs").empty());
 
   prometheus_process prom(dir, metrics_port);

@@ -62,21 +62,6 @@ TEST_CASE("http_listen: loopback addresses only, each error naming the field",
              Catch::Contains("0.0.0.0 is not a loopback address"));
 }
 
-TEST_CASE("the read-only handler lets /metrics through and nothing else", "[unit][http_listener]") {
-  echo_handler inner;
-  read_only_handler h(inner);
-  CHECK(h.handle(metrics_call{}).status == 200);
-  for (const api_call& c : std::vector<api_call>{
-           submit_call{}, list_call{}, status_call{"a"}, logs_call{"a", 0}, cancel_call{"a"},
-           resume_call{"a"}, health_call{}, history_call{"a", 0}}) {
-    INFO(call_name(c));
-    const auto r = h.handle(c);
-    CHECK(r.status == 404);
-    CHECK_THAT(r.body.at("error").get<std::string>(), Catch::Contains("control socket"));
-  }
-  CHECK(inner.seen == std::vector<std::string>{"metrics"});
-}
-
 TEST_CASE("the listener serves GET /metrics as text over loopback TCP, and refuses the rest",
           "[unit][http_listener]") {
   asio::io_context io;
@@ -103,9 +88,40 @@ TEST_CASE("the listener serves GET /metrics as text over loopback TCP, and refus
   CHECK(ok.rfind("HTTP/1.1 200", 0) == 0);
   CHECK_THAT(ok, Catch::Contains("Content-Type: text/plain; version=0.0.4; charset=utf-8"));
   CHECK_THAT(ok, Catch::EndsWith("\r\n\r\nbaton_daemon_uptime_seconds 1\n"));
-  CHECK(cancel.rfind("HTTP/1.1 404", 0) == 0);
-  CHECK(status.rfind("HTTP/1.1 404", 0) == 0);
+  CHECK(cancel.rfind("HTTP/1.1 405", 0) == 0);  // read-only, whatever the route
+  CHECK(status.rfind("HTTP/1.1 404", 0) == 0);  // no dashboard token: no job routes at all
   CHECK(inner.seen == std::vector<std::string>{"metrics"});
+}
+
+TEST_CASE("with a dashboard token the listener serves the page, and data only with the token",
+          "[unit][http_listener]") {
+  asio::io_context io;
+  echo_handler inner;
+  const std::string token(64, 'c');
+  http_listener l(io, inner, {"127.0.0.1", 0}, {}, token);
+  REQUIRE(l.start());
+  CHECK(l.dashboard_url() == l.url() + "/?token=" + token);
+  auto guard = asio::make_work_guard(io);
+  std::thread t([&] { io.run(); });
+  const auto page = exchange(l.port(), "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const auto no_token =
+      exchange(l.port(), "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const auto with_token =
+      exchange(l.port(),
+               "GET /v1/jobs?token=" + token + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const auto cancel = exchange(l.port(), "POST /v1/jobs/a/cancel?token=" + token +
+                                             " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  asio::post(io, [&] {
+    l.stop();
+    guard.reset();
+  });
+  t.join();
+  CHECK(page.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK_THAT(page, Catch::Contains("Content-Security-Policy: default-src 'self'"));
+  CHECK(no_token.rfind("HTTP/1.1 401", 0) == 0);
+  CHECK(with_token.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(cancel.rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(inner.seen == std::vector<std::string>{"list"});
 }
 
 TEST_CASE("a listener on a port in use fails naming http_listen", "[unit][http_listener]") {
