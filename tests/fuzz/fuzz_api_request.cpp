@@ -101,6 +101,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           BATON_FUZZ_CHECK(c.since >= 0, "negative since accepted");
         } else if constexpr (std::is_same_v<T, metrics_call>) {
           BATON_FUZZ_CHECK(req.method == "GET" && path == "/metrics", req.method + " " + path);
+        } else if constexpr (std::is_same_v<T, remove_call>) {
+          BATON_FUZZ_CHECK(req.method == "DELETE", req.method);
+          BATON_FUZZ_CHECK(req.body.empty(), "DELETE with a body accepted");
+          check_id(c.id);
+        } else if constexpr (std::is_same_v<T, prune_call>) {
+          BATON_FUZZ_CHECK(req.method == "POST" && path == "/v1/prune", req.method + " " + path);
+          BATON_FUZZ_CHECK(!c.states.empty(), "prune with no states");
+          for (const auto& s : c.states) {
+            BATON_FUZZ_CHECK(s == "completed" || s == "failed" || s == "cancelled", s);
+          }
+          BATON_FUZZ_CHECK(!c.older_than_ms || *c.older_than_ms >= 0, "negative age accepted");
         } else {
           static_assert(std::is_same_v<T, cancel_call>);
           BATON_FUZZ_CHECK(req.method == "POST", req.method);
