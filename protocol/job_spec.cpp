@@ -64,7 +64,7 @@ constexpr std::string_view restart_keys[] = {"max_failures", "backoff_initial_ms
                                              "backoff_multiplier"};
 constexpr std::string_view checkpoint_keys[] = {"keep"};
 constexpr std::string_view worker_keys[] = {"command", "working_dir", "stall_timeout_ms",
-                                            "stop_grace_ms"};
+                                            "stop_grace_ms", "env"};
 constexpr std::string_view debug_keys[] = {"leak_mib_per_step", "crash_at_step", "hang_at_step"};
 
 // Windows refuses these as file names whatever the extension; job names become folder names.
@@ -520,6 +520,30 @@ class checker {
     }
     int_field(w, "stall_timeout_ms", "worker", positive_int, out.stall_timeout_ms);
     int_field(w, "stop_grace_ms", "worker", non_negative_int, out.stop_grace_ms);
+    if (auto e = w.find("env"); e != w.end() && !e->is_null()) {
+      if (!e->is_object()) {
+        expected("worker.env", "an object of NAME: \"value\" strings", *e);
+        return;
+      }
+      for (const auto& [name, value] : e->items()) {
+        const std::string where = "worker.env." + name;
+        const bool portable = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                              std::all_of(name.begin(), name.end(), [](char c) {
+                                return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                              });
+        if (!portable) {
+          fail(where, "a variable name is letters, digits and _, not starting with a digit");
+        } else if (name.rfind("BATON_", 0) == 0) {
+          fail(where, "BATON_* variables are set by baton for the worker protocol");
+        } else if (!value.is_string()) {
+          expected(where, "a string", value);
+        } else if (value.get_ref<const std::string&>().find('\0') != std::string::npos) {
+          fail(where, "a value cannot hold a NUL byte");
+        } else {
+          out.env[name] = value.get<std::string>();
+        }
+      }
+    }
   }
 
   void debug(const json& doc, debug_spec& out) {
@@ -916,7 +940,8 @@ json to_json(const job_spec& s) {
         {"working_dir",
          s.worker.working_dir.empty() ? json(nullptr) : path_json(s.worker.working_dir)},
         {"stall_timeout_ms", s.worker.stall_timeout_ms},
-        {"stop_grace_ms", s.worker.stop_grace_ms}}},
+        {"stop_grace_ms", s.worker.stop_grace_ms},
+        {"env", s.worker.env}}},
       {"debug",
        {{"leak_mib_per_step", s.debug.leak_mib_per_step},
         {"crash_at_step", optional(s.debug.crash_at_step)},

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -133,6 +134,10 @@ struct worker_spec {
   std::filesystem::path working_dir;       // where `command` runs; default: the job file's folder
   std::int64_t stall_timeout_ms = 120000;  // no message for this long: killed as hung
   std::int64_t stop_grace_ms = 30000;      // after `stop`, SIGKILL if still running
+  // Environment variables for the worker, on top of the supervisor's (CUDA_VISIBLE_DEVICES,
+  // OMP_NUM_THREADS, ...). Names are POSIX-portable ([A-Za-z_][A-Za-z0-9_]*) and never BATON_*,
+  // which are the protocol's; values have no NUL byte. Sorted by name.
+  std::map<std::string, std::string> env;
 
   bool operator==(const worker_spec&) const = default;
 };

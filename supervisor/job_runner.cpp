@@ -223,6 +223,8 @@ worker_invocation make_worker_invocation(const protocol::job_spec& spec, const j
                          ec ? record.checkpoint_path : abs.lexically_normal().string());
   }
   if (max_steps) inv.env.emplace_back("BATON_MAX_STEPS", std::to_string(*max_steps));
+  // The job's own variables (CUDA_VISIBLE_DEVICES per job); the spec keeps them off BATON_*.
+  for (const auto& [name, value] : spec.worker.env) inv.env.emplace_back(name, value);
   if (spec.memory.hard_limit_mib) {
     const auto hard = static_cast<std::uint64_t>(*spec.memory.hard_limit_mib) << 20;
     inv.memory_backstop_bytes = hard + hard / 4;

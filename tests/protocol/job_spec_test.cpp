@@ -179,6 +179,12 @@ TEST_CASE("every invalid field is reported with its path and expectation", "[uni
     {set("/worker/command", json{""}), "worker.command[0]: expected the program to run, got \"\""},
     {set("/worker/stall_timeout_ms", 0), "worker.stall_timeout_ms: expected a positive integer, got 0"},
     {set("/worker/stop_grace_ms", -1), "worker.stop_grace_ms: expected a non-negative integer, got -1"},
+    {set("/worker/env", "CUDA_VISIBLE_DEVICES=1"), "worker.env: expected an object of NAME: \"value\" strings, got \"CUDA_VISIBLE_DEVICES=1\""},
+    {set("/worker/env", json{{"1GPU", "x"}}), "worker.env.1GPU: a variable name is letters, digits and _, not starting with a digit"},
+    {set("/worker/env", json{{"A-B", "x"}}), "worker.env.A-B: a variable name is letters, digits and _, not starting with a digit"},
+    {set("/worker/env", json{{"BATON_JOB_ID", "x"}}), "worker.env.BATON_JOB_ID: BATON_* variables are set by baton for the worker protocol"},
+    {set("/worker/env", json{{"OMP_NUM_THREADS", 4}}), "worker.env.OMP_NUM_THREADS: expected a string, got 4"},
+    {set("/worker/env", json{{"X", std::string("a\0b", 3)}}), "worker.env.X: a value cannot hold a NUL byte"},
     // debug
     {set("/debug/leak_mib_per_step", -1), "debug.leak_mib_per_step: expected a non-negative number, got -1"},
     {set("/debug/crash_at_step", -1), "debug.crash_at_step: expected a non-negative integer, got -1"},
@@ -889,4 +895,16 @@ TEST_CASE("a data path that is a folder fails, naming the field", "[unit][job_sp
   CHECK(files.error().message ==
         "data.path: expected a regular file, got a folder: " + (dir / "train.csv").string());
   fs::remove_all(dir);
+}
+
+TEST_CASE("worker.env reaches the spec and round-trips", "[unit][job_spec]") {
+  auto doc = minimal();
+  doc["worker"]["env"] = {{"CUDA_VISIBLE_DEVICES", "1"}, {"OMP_NUM_THREADS", "4"}};
+  auto spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  CHECK(spec->worker.env == std::map<std::string, std::string>{{"CUDA_VISIBLE_DEVICES", "1"},
+                                                               {"OMP_NUM_THREADS", "4"}});
+  auto again = parse_job_spec(baton::protocol::to_json(*spec).dump(), base);
+  REQUIRE(again);
+  CHECK(*again == *spec);
 }

@@ -122,6 +122,7 @@ TEST_CASE("a worker's invocation: argv, environment and the Windows memory backs
   created->checkpoint_step = 12;
 
   spec.memory.hard_limit_mib = 400;
+  spec.worker.env = {{"CUDA_VISIBLE_DEVICES", "1"}};
   auto inv = make_worker_invocation(spec, store, *created, "/opt/baton/baton-worker", 5);
   REQUIRE(inv.argv.size() == 5);
   CHECK(inv.argv[0] == "/opt/baton/baton-worker");
@@ -133,6 +134,7 @@ TEST_CASE("a worker's invocation: argv, environment and the Windows memory backs
   CHECK(env.at("BATON_START_STEP") == "12");
   CHECK(env.at("BATON_MAX_STEPS") == "5");
   CHECK(env.at("BATON_JOB_ID") == spec.name);
+  CHECK(env.at("CUDA_VISIBLE_DEVICES") == "1");  // the job's worker.env
   CHECK(env.at("BATON_STAGING_DIR") == (store.checkpoint_dir(spec.name) / ".staging-0").string());
   CHECK(env.count("BATON_RESUME_FROM") == 0);  // a fresh start: no checkpoint to resume from
   // The hard limit plus a quarter: sampling kills at the limit, the Job Object only catches what
