@@ -8,6 +8,10 @@
 // which every pending handler holds, so the pump, its streams and its buffer outlive any
 // operation in flight, exactly as when the owner's handlers held the owner themselves.
 // Everything runs on one io_context thread; no locking.
+// chunk_reader, below, is the supervisor's end of a worker's stderr pipe: no lines, only chunks
+// of at most 64 KiB handed on as they are read, so a flood costs one buffer and the next read
+// starts only after the handler has dealt with the last chunk (the worker blocks in write() when
+// the pipe is full, never the supervisor).
 #pragma once
 
 #include <array>
@@ -124,6 +128,56 @@ class pipe_pump {
   line_splitter splitter_{max_line_bytes};
   line_handler on_line_;
   std::deque<std::pair<std::string, write_handler>> writes_;
+};
+
+// Reads one pipe to its end in chunks, for stderr. The same ownership as pipe_pump: the owner
+// owns the reader, every pending read holds the owner's keep-alive.
+template <class ReadStream>
+class chunk_reader {
+ public:
+  using keep_alive = std::shared_ptr<const void>;
+
+  explicit chunk_reader(ReadStream from_child) : from_(std::move(from_child)) {}
+
+  // Starts reading; call once. on_chunk is called as os/process.h's chunk_handler says.
+  void start_reading(chunk_handler on_chunk, keep_alive owner) {
+    on_chunk_ = std::move(on_chunk);
+    read_more(std::move(owner));
+  }
+
+  // No handler is called any more and the pipe is closed: a descendant that still holds the
+  // write end then gets EPIPE, and nothing of ours waits for it.
+  void abandon() {
+    abandoned_ = true;
+    on_chunk_ = nullptr;
+    boost::system::error_code ignored;
+    from_.close(ignored);
+  }
+
+ private:
+  using error_code = boost::system::error_code;
+
+  void read_more(keep_alive owner) {
+    from_.async_read_some(
+        boost::asio::buffer(chunk_),
+        [this, owner = std::move(owner)](error_code ec, std::size_t n) mutable noexcept {
+          if (abandoned_) return;
+          if (ec == boost::asio::error::broken_pipe) ec = boost::asio::error::eof;
+          if (n > 0 && on_chunk_) on_chunk_({}, std::string_view(chunk_.data(), n));
+          if (abandoned_) return;  // the handler destroyed the process
+          if (ec) {
+            auto h = std::exchange(on_chunk_, nullptr);
+            if (h) h(ec, {});
+            return;
+          }
+          read_more(std::move(owner));
+        });
+  }
+
+  ReadStream from_;
+  bool abandoned_ = false;
+  std::array<char, 64 * 1024> chunk_{};
+  chunk_handler on_chunk_;
 };
 
 }  // namespace baton::os

@@ -10,7 +10,8 @@
 // Implementations: os/posix/process_posix.cpp (Linux: /proc, prctl, cgroups) and
 // os/windows/process_windows.cpp (a Job Object per worker stands in for the process group and
 // the death signal; Windows has no SIGTERM, so a graceful stop is the protocol's `stop` line).
-// Both read stdout and write stdin through one os/pipe_pump.h.
+// Both read stdout and write stdin through one os/pipe_pump.h, and stderr (when the caller asks
+// for it, spawn_options::on_stderr) through its chunk_reader.
 // No OS headers here.
 #pragma once
 
@@ -34,13 +35,24 @@ namespace baton::os {
 // Longest stdout line delivered whole (the protocol's max_message_bytes). A longer line is cut.
 inline constexpr std::size_t max_line_bytes = 1 << 20;
 
+// Called with each chunk of stderr as it was read (at most 64 KiB, cut anywhere, even inside a
+// line or a UTF-8 character), ec empty; then once more with ec set (eof when every holder of the
+// pipe's write end closed it, or a read error) and no data. Never called after the process object
+// is destroyed: the end of a worker never waits for a descendant that keeps stderr open.
+// Must not throw.
+using chunk_handler =
+    std::function<void(const boost::system::error_code& ec, std::string_view data)>;
+
 struct spawn_options {
   // argv[0] is the program: a path, or a name looked up in the supervisor's PATH.
   std::vector<std::string> argv;
   // Added to (or replacing same-named entries of) the supervisor's own environment.
   std::vector<std::pair<std::string, std::string>> env;
   std::filesystem::path working_dir;  // empty: the supervisor's
-  std::filesystem::path stderr_log;   // appended to; empty: /dev/null
+  std::filesystem::path stderr_log;   // appended to; empty: /dev/null. Unused with on_stderr.
+  // When set, stderr is a pipe read on the io thread from the spawn on, its bytes handed here in
+  // chunks (see chunk_handler): the supervisor decides what reaches the disk. Empty: stderr_log.
+  chunk_handler on_stderr;
   // Windows only (ignored on POSIX): a per-process commit limit on the worker's Job Object
   // (JOB_OBJECT_LIMIT_PROCESS_MEMORY), a backstop under the supervisor's own RSS sampling.
   std::optional<std::uint64_t> memory_backstop_bytes;
@@ -174,8 +186,9 @@ class process {
 // Starts a worker. The child gets its own process group, dies with SIGKILL when the spawning
 // thread dies (PR_SET_PDEATHSIG, so spawn from a thread that lives as long as the supervisor),
 // and exits at once if the supervisor died before it could arm that. stdout and stdin are pipes
-// owned by the returned process; stderr goes to `stderr_log`. Ignores SIGPIPE in the supervisor
-// (a write to a dead worker's stdin must be an error value, not a signal).
+// owned by the returned process; stderr goes to `on_stderr` if set (its reading starts before
+// spawn returns), else to `stderr_log`. Ignores SIGPIPE in the supervisor (a write to a dead
+// worker's stdin must be an error value, not a signal).
 // Windows: the worker starts suspended and runs only inside its own Job Object
 // (KILL_ON_JOB_CLOSE), which plays the group and the death signal; become_subreaper,
 // kill_orphans and reap_orphans have nothing to do there (no re-parenting, no zombies).

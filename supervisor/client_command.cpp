@@ -469,12 +469,14 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
   auto o = std::make_shared<client_options>();
   auto follow = std::make_shared<bool>(false);
   auto tail = std::make_shared<std::size_t>(0);
+  auto stamps = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("logs", "Print a job's worker log (stderr and supervisor events)");
   cmd->add_option("ID", o->id, "Job id")->required();
   cmd->add_flag("-f,--follow", *follow, "Keep printing new output until the job ends");
   auto* tail_opt = cmd->add_option("-n,--tail", *tail, "Start with only the last N lines");
+  cmd->add_flag("-t,--timestamps", *stamps, "Show the time each line was written (UTC)");
   add_socket_option(cmd, *o);
-  cmd->callback([o, follow, tail, tail_opt, &ctx] {
+  cmd->callback([o, follow, tail, tail_opt, stamps, &ctx] {
     if (!is_valid_job_id(o->id)) {
       ctx.err << "baton: invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
@@ -487,6 +489,17 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
       const auto& f = member(body, key);
       return f.is_number_unsigned() ? f.get<std::uint64_t>() : fallback;
     };
+    // Stamps are stripped here, not by the daemon: the API hands out the stored bytes, so an
+    // offset always counts what was sent, whoever reads it (a dashboard shows the stamps).
+    log_stamp_stripper stripper;
+    const auto print = [&](std::string_view text) {
+      if (*stamps) {
+        ctx.out << text;
+      } else {
+        ctx.out << stripper.feed(text);
+      }
+      ctx.out << std::flush;
+    };
     std::uint64_t offset = 0;
     if (tail_opt->count() > 0) {
       // Read back from the end in growing windows until the window holds N whole lines.
@@ -496,6 +509,7 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
         return;
       }
       const auto size = unsigned_field(*first, "size", 0);
+      const auto start = unsigned_field(*first, "start", 0);  // older bytes were rotated away
       std::uint64_t window = max_log_chunk_bytes;
       std::string text;
       while (true) {
@@ -513,10 +527,10 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
           at = next;
         }
         const auto lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-        if (from == 0 || lines > *tail || window >= (64ull << 20)) break;
+        if (from <= start || lines > *tail || window >= (64ull << 20)) break;
         window *= 4;
       }
-      ctx.out << last_lines(text, *tail) << std::flush;
+      print(last_lines(text, *tail));
       offset = size;
       if (!*follow) {
         ctx.exit_code = exit_ok;
@@ -529,7 +543,11 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
         ctx.exit_code = exit_failure;
         return;
       }
-      ctx.out << str(*body, "data") << std::flush;
+      if (const auto lost = unsigned_field(*body, "skipped", 0); lost > 0) {
+        ctx.err << "baton: " << lost
+                << " bytes of the log were rotated away before they were read\n";
+      }
+      print(str(*body, "data"));
       const auto next = unsigned_field(*body, "next_offset", offset);
       const auto size = unsigned_field(*body, "size", 0);
       const bool advanced = next > offset;

@@ -156,6 +156,8 @@ void daemon::impl::start_runner(const std::string& id) {
   runner_options ro;
   ro.worker_exe = options.worker_exe;
   ro.max_checkpoint_bytes = static_cast<std::uint64_t>(options.settings.max_checkpoint_mib) << 20;
+  ro.log.max_bytes = static_cast<std::uint64_t>(options.settings.log_max_mib) << 20;
+  ro.log.keep = options.settings.log_keep;
   std::weak_ptr<impl> weak = weak_from_this();
   // on_rest fires inside the runner's own event loop: the runner is retired from a fresh
   // handler, never from under its own feet.

@@ -148,6 +148,8 @@ api_response daemon::impl::on_call(const logs_call& c) {
            {"offset", chunk->offset},
            {"next_offset", chunk->next_offset},
            {"size", chunk->size},
+           {"start", chunk->start},
+           {"skipped", chunk->skipped},
            {"data", std::move(chunk->data)},
            {"state", to_string(j->current().state)}}};
 }

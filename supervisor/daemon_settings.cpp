@@ -32,18 +32,12 @@ constexpr std::size_t max_settings_depth = 16;
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr std::size_t max_socket_path = 107;
 
-constexpr std::array<std::string_view, 12> top_keys = {"state_dir",
-                                                       "socket",
-                                                       "socket_group",
-                                                       "control_port",
-                                                       "http_listen",
-                                                       "max_workers",
-                                                       "default_memory",
-                                                       "log_level",
-                                                       "max_checkpoint_mib",
-                                                       "header_timeout_ms",
-                                                       "max_connections",
-                                                       "max_connections_per_uid"};
+constexpr std::array<std::string_view, 14> top_keys = {
+    "state_dir",         "socket",          "socket_group",
+    "control_port",      "http_listen",     "max_workers",
+    "default_memory",    "log_level",       "max_checkpoint_mib",
+    "header_timeout_ms", "max_connections", "max_connections_per_uid",
+    "log_max_mib",       "log_keep"};
 constexpr std::array<std::string_view, 2> memory_keys = {"soft_limit_mib", "hard_limit_mib"};
 constexpr std::array<std::string_view, 4> level_names = {"error", "warning", "info", "debug"};
 
@@ -181,6 +175,12 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
       s.max_checkpoint_mib = *v;
     }
   }
+  if (const auto it = doc->find("log_max_mib"); it != doc->end()) {
+    if (auto v = c.positive_int(*it, "log_max_mib", max_log_max_mib)) s.log_max_mib = *v;
+  }
+  if (const auto it = doc->find("log_keep"); it != doc->end()) {
+    if (auto v = c.positive_int(*it, "log_keep", max_log_keep)) s.log_keep = static_cast<int>(*v);
+  }
   if (const auto it = doc->find("default_memory"); it != doc->end()) {
     if (c.object(*it, "default_memory", memory_keys)) {
       // 2^40 MiB is a petabyte: far past any machine, still far from overflow in bytes.
@@ -258,6 +258,8 @@ nlohmann::json to_json(const daemon_settings& s) {
             {"hard_limit_mib", opt(s.default_hard_limit_mib)}}},
           {"log_level", to_string(s.level)},
           {"max_checkpoint_mib", s.max_checkpoint_mib},
+          {"log_max_mib", s.log_max_mib},
+          {"log_keep", s.log_keep},
           {"header_timeout_ms", s.header_timeout_ms},
           {"max_connections", s.max_connections},
           {"max_connections_per_uid", s.max_connections_per_uid}};

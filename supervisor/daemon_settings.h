@@ -29,6 +29,8 @@ inline constexpr int max_max_workers = 1024;
 inline constexpr int max_control_port = 65535;
 inline constexpr int max_max_connections = 65536;
 inline constexpr std::int64_t max_header_timeout_ms = 600000;
+inline constexpr std::int64_t max_log_max_mib = std::int64_t{1} << 20;  // a TiB per generation
+inline constexpr int max_log_keep = 1000;
 
 struct daemon_settings {
   std::filesystem::path state_dir;  // empty: os::default_state_dir()
@@ -56,6 +58,11 @@ struct daemon_settings {
   std::int64_t header_timeout_ms = 5000;
   int max_connections = 256;
   int max_connections_per_uid = 32;
+  // Each job's log (worker stderr, its non-protocol stdout, the supervisor's events) rotates once
+  // it would pass log_max_mib, keeping log_keep older generations (worker.log.1 ... .N): a worker
+  // that floods stderr costs at most (log_keep + 1) * log_max_mib of disk (job_log_writer.h).
+  std::int64_t log_max_mib = 64;
+  int log_keep = 3;
 
   bool operator==(const daemon_settings&) const = default;
 };

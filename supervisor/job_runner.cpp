@@ -14,6 +14,7 @@
 #include "protocol/messages.h"
 #include "protocol/version.h"
 #include "protocol/worker_line.h"
+#include "supervisor/job_log.h"
 #include "supervisor/leak_rate.h"
 #include "supervisor/off_thread.h"
 #include "supervisor/run_report.h"
@@ -48,20 +49,11 @@ void close_interrupted_shard(job_record& r, const std::string& why) {
   ++r.exits_by_cause[std::string(to_string(exit_cause::stopped))];
 }
 
-void append_line(os::env& e, const fs::path& file, std::string_view line) {
-  auto f = e.new_appendable_file(file);
-  if (!f) return;
-  std::string text(line);
-  text += '\n';
-  (void)(*f)->append(text);
-  (void)(*f)->close();
-}
-
 }  // namespace
 
 void append_job_log(os::env& e, const job_store& store, const std::string& id,
-                    const std::string& message) {
-  append_line(e, store.log_path(id), "[baton] " + message);
+                    const std::string& message, const log_limits& limits) {
+  (void)job_log_writer(e, store.log_path(id), limits).add_line("[baton] " + message);
 }
 
 rest_outcome feed_job_at_rest(os::env& e, job_store& store, job_record& record, const event& ev) {
@@ -114,21 +106,32 @@ status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir,
 std::string worker_log_tail(os::env& e, const fs::path& log, const fs::path& job_dir) {
   constexpr std::size_t window = 8 << 10;
   constexpr std::size_t max_line = 300;
-  auto f = e.new_untrusted_readable_file(log, {std::numeric_limits<std::uint64_t>::max(), job_dir});
-  if (!f) return {};
-  const auto size = (*f)->size();
-  const auto from = size > window ? size - window : 0;
+  // The log's folder is the job's: read_log_chunk opens every generation as untrusted inside it.
+  if (log.parent_path().lexically_normal() != job_dir.lexically_normal()) return {};
+  auto last = read_log_chunk(e, log, 0, 0);
+  if (!last) return {};
+  const auto size = last->size;
+  const std::uint64_t from = size > window ? size - window : 0;
+  // The window's first line is whole if the window starts the stream or its oldest kept byte
+  // (generations hold whole lines).
+  const bool whole_first = from <= last->start;
   std::string text;
-  if (!(*f)->read(from, static_cast<std::size_t>(size - from), text)) return {};
+  for (std::uint64_t at = from; at < size;) {
+    auto c = read_log_chunk(e, log, at, static_cast<std::size_t>(size - at));
+    if (!c || c->next_offset <= at) break;
+    text += c->data;
+    at = c->next_offset;
+  }
   std::size_t end = text.size();
   while (end > 0) {
     const auto nl = end == 0 ? std::string::npos : text.rfind('\n', end - 1);
     const std::size_t start = nl == std::string::npos ? 0 : nl + 1;
     std::string line = text.substr(start, end - start);
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (starts_with_log_stamp(line)) line.erase(0, log_stamp_bytes);
     const bool ours = line.rfind("[baton]", 0) == 0;
     // The first line of the window may be cut; only a whole one counts.
-    if (!line.empty() && !ours && (start > 0 || from == 0)) {
+    if (!line.empty() && !ours && (start > 0 || whole_first)) {
       if (line.size() > max_line) line = line.substr(0, max_line) + "...";
       return line;
     }
@@ -246,7 +249,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         timers{asio::steady_timer(io_), asio::steady_timer(io_), asio::steady_timer(io_),
                asio::steady_timer(io_)},
         rss_timer(io_),
-        drain_timer(io_) {}
+        drain_timer(io_),
+        log(files_, store_.log_path(record.id), options.log) {}
 
   asio::io_context& io;
   os::env& files;
@@ -275,6 +279,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   std::uint64_t timer_gen[4] = {0, 0, 0, 0};
   asio::steady_timer rss_timer;
   asio::steady_timer drain_timer;
+  job_log_writer log;        // after `record` and `options`, which it is made from
+  bool stderr_done = false;  // the worker's stderr reached its end (or the drain gave up on it)
 
   // Worker input that arrived while a read of its files ran off the io thread: replayed in order
   // once the result is in, so the machine never sees a `done` or an exit before the checkpoint
@@ -301,7 +307,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
 
   void log_event(const std::string& message) {
     if (options.on_event) options.on_event(message);
-    append_job_log(files, store, record.id, message);
+    (void)log.add_line("[baton] " + message);
   }
 
   // History is for people looking at the job: a write that fails is logged once, never fatal.
@@ -579,7 +585,19 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.env = inv.env;
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
-    o.stderr_log = store.log_path(record.id);
+    // Through us, not to a file: stamped, rotated, cut, and never more than a chunk in memory.
+    o.on_stderr = [weak = weak_from_this(), gen = worker_gen + 1](
+                      const boost::system::error_code& ec, std::string_view data) {
+      auto self = weak.lock();
+      if (!self || self->closed || gen != self->worker_gen) return;
+      if (!ec) {
+        (void)self->log.add_stream(data);
+        return;
+      }
+      (void)self->log.end_stream();
+      self->stderr_done = true;
+      self->maybe_finish_worker();
+    };
     o.group = record.id;  // the job's cgroup: nothing the worker starts can leave it
     auto p = staging_error ? result<std::unique_ptr<worker_process>>(*staging_error)
                            : launcher.spawn(io, o);
@@ -606,6 +624,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     // worker in the history (and close it as stopped) rather than lose it.
     apply_one(act::persist{});
     stdout_done = false;
+    stderr_done = false;
     exit_status.reset();
     last_done.reset();
     leak = {};
@@ -696,7 +715,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     if (!parsed.text.empty()) {
       // Not protocol: external trainers print logs and progress bars on stdout too. Keep them
       // in the job's log, before the message that followed them on the line.
-      append_line(files, store.log_path(record.id), parsed.text);
+      (void)log.add_line(parsed.text);
     }
     if (parsed.violation) {
       log_event("worker broke the protocol: " + parsed.violation->message);
@@ -877,15 +896,17 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       st = os::exit_status::signaled(9);
     }
     exit_status = st;
-    if (!stdout_done) {
-      // Whatever still holds the pipe belongs to the dead worker: kill it, then give the pipe a
-      // moment to deliver the lines already written.
+    if (!stdout_done || !stderr_done) {
+      // Whatever still holds a pipe belongs to the dead worker: kill it, then give the pipes a
+      // moment to deliver what was already written (a traceback on stderr is the diagnosis);
+      // never longer, whatever a descendant that escaped the kill keeps open.
       kill_worker_tree();
       drain_timer.expires_after(drain_timeout);
       drain_timer.async_wait(
           [self = shared_from_this(), gen = worker_gen](const boost::system::error_code& e) {
             if (e || self->closed || gen != self->worker_gen) return;
             self->stdout_done = true;
+            self->stderr_done = true;
             self->maybe_finish_worker();
           });
     }
@@ -893,13 +914,14 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void maybe_finish_worker() {
-    if (!stdout_done || !exit_status || !worker) return;
+    if (!stdout_done || !stderr_done || !exit_status || !worker) return;
     drain_timer.cancel();
     rss_timer.cancel();
     // Nothing of the worker may outlive it: its group and any escaped descendants go too.
     kill_worker_tree();
     ++worker_gen;
     worker.reset();
+    (void)log.end_stream();  // an unfinished last stderr line the drain gave up waiting on
     remove_staging_dir();
     live.pid = 0;
     live.rss_bytes = 0;

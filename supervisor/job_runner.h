@@ -25,6 +25,7 @@
 #include "protocol/checkpoint_folder.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_history.h"
+#include "supervisor/job_log_writer.h"
 #include "supervisor/job_machine.h"
 #include "supervisor/job_record.h"
 #include "supervisor/job_store.h"
@@ -71,6 +72,8 @@ struct runner_options {
   // Fed with every RSS sample, progress report and event (job_history.h). Owned by the caller,
   // outlives the runner. May be null.
   job_history* history = nullptr;
+  // The job log's rotation (daemon settings log_max_mib and log_keep; `baton run`: defaults).
+  log_limits log;
 };
 
 class job_runner {
@@ -130,10 +133,10 @@ struct rest_outcome {
 };
 rest_outcome feed_job_at_rest(os::env& e, job_store& store, job_record& record, const event& ev);
 
-// Appends "[baton] <message>" to the job's log through `e`. Best effort: a log line that cannot be
-// written must not stop the job.
+// Appends "[baton] <message>" to the job's log through `e` (stamped, rotated: job_log_writer.h).
+// Best effort: a log line that cannot be written must not stop the job.
 void append_job_log(os::env& e, const job_store& store, const std::string& id,
-                    const std::string& message);
+                    const std::string& message, const log_limits& limits = {});
 
 // Checks a checkpoint a worker reported before the job counts it: the path must name a file
 // directly inside the job's checkpoint folder, opened as untrusted (no link, no FIFO or device,
@@ -146,8 +149,9 @@ status verify_reported_checkpoint(os::env& e, const std::filesystem::path& check
                                   std::uint64_t max_bytes = protocol::default_max_checkpoint_bytes);
 
 // The last line of the job's log that the worker wrote (stderr or text on stdout, not a
-// "[baton]" line), at most 300 bytes, read from the log's last 8 KiB; empty if none. The log is
-// opened as untrusted, inside `job_dir`.
+// "[baton]" line), without its stamp, at most 300 bytes, read from the last 8 KiB of the log's
+// stream (across a rotation); empty if none. The log's files are opened as untrusted, inside
+// their folder (the job's, `job_dir`).
 std::string worker_log_tail(os::env& e, const std::filesystem::path& log,
                             const std::filesystem::path& job_dir);
 

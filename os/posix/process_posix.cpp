@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -326,13 +327,20 @@ class posix_process final : public process::impl,
   using child = bp::basic_process<asio::io_context::executor_type>;
 
   posix_process(child proc, asio::readable_pipe out, asio::writable_pipe in,
-                std::shared_ptr<cgroup::job_cgroup> cg, std::string marker)
+                std::optional<asio::readable_pipe> err, std::shared_ptr<cgroup::job_cgroup> cg,
+                std::string marker)
       : proc_(std::move(proc)),
         pipes_(std::move(out), std::move(in)),
         pid_(proc_.id()),
         cg_(std::move(cg)),
         marker_(std::move(marker)) {
+    if (err) err_.emplace(std::move(*err));
     register_pid(pid_);
+  }
+
+  // From spawn, before it returns: the worker must never block on a full stderr pipe.
+  void start_stderr(chunk_handler on_chunk) {
+    if (err_) err_->start_reading(std::move(on_chunk), shared_from_this());
   }
 
   ~posix_process() override {
@@ -354,6 +362,7 @@ class posix_process final : public process::impl,
     on_exit_ = nullptr;
     if (!exited_) ::kill(-static_cast<pid_t>(pid_), SIGKILL);
     pipes_.abandon();
+    if (err_) err_->abandon();
     // The job's cgroup outlives no worker: emptied now, removed now or at a later sweep.
     if (cg_) retire(std::move(cg_));
   }
@@ -418,6 +427,7 @@ class posix_process final : public process::impl,
  private:
   child proc_;
   pipe_pump<asio::readable_pipe, asio::writable_pipe> pipes_;
+  std::optional<chunk_reader<asio::readable_pipe>> err_;  // with spawn_options::on_stderr
   std::int64_t pid_;
   std::shared_ptr<cgroup::job_cgroup> cg_;  // null: process group (and mark) only
   std::string marker_;                      // BATON_WORKER_GROUP's value; empty: no group
@@ -448,9 +458,23 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   int in_fds[2];
   if (::pipe2(in_fds, O_CLOEXEC) != 0) return errno_error("spawn " + name + ": pipe", errno);
   fd_guard in_read(in_fds[0]), in_write(in_fds[1]);
-  const std::string log = options.stderr_log.empty() ? "/dev/null" : options.stderr_log.string();
-  fd_guard err(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (err.get() < 0) return errno_error("spawn " + name + ": open stderr log " + log, errno);
+  std::optional<asio::readable_pipe> err_pipe;
+  fd_guard err(-1);
+  if (options.on_stderr) {
+    int err_fds[2];
+    if (::pipe2(err_fds, O_CLOEXEC) != 0) return errno_error("spawn " + name + ": pipe", errno);
+    fd_guard err_read(err_fds[0]);
+    err.reset(err_fds[1]);
+    error_code ec_assign;
+    err_pipe.emplace(io);
+    err_pipe->assign(err_read.get(), ec_assign);
+    if (ec_assign) return make_error("spawn " + name + ": " + ec_assign.message());
+    err_read.release();
+  } else {
+    const std::string log = options.stderr_log.empty() ? "/dev/null" : options.stderr_log.string();
+    err.reset(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    if (err.get() < 0) return errno_error("spawn " + name + ": open stderr log " + log, errno);
+  }
 
   error_code ec;
   asio::readable_pipe out(io);
@@ -506,8 +530,10 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   in_read.reset();
   out_write.reset();
   err.reset();
-  auto state = std::make_shared<posix_process>(std::move(proc), std::move(out), std::move(in),
-                                               std::move(cg), std::move(marker));
+  auto state =
+      std::make_shared<posix_process>(std::move(proc), std::move(out), std::move(in),
+                                      std::move(err_pipe), std::move(cg), std::move(marker));
+  state->start_stderr(options.on_stderr);
   return std::make_unique<process>(std::move(state));
 }
 

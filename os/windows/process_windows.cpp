@@ -18,6 +18,7 @@
 #include <cwctype>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "os/pipe_pump.h"
@@ -209,12 +210,19 @@ class windows_process final : public process::impl,
                               public std::enable_shared_from_this<windows_process> {
  public:
   windows_process(asio::io_context& io, unique_handle process, unique_handle job, DWORD pid,
-                  unique_handle out, unique_handle in)
+                  unique_handle out, unique_handle in, unique_handle err)
       : waiter_(io, process.release()),
         job_(std::move(job)),
         pipes_(asio::windows::stream_handle(io, out.release()),
                asio::windows::stream_handle(io, in.release())),
-        pid_(pid) {}
+        pid_(pid) {
+    if (err) err_.emplace(asio::windows::stream_handle(io, err.release()));
+  }
+
+  // From spawn, before it returns: the worker must never block on a full stderr pipe.
+  void start_stderr(chunk_handler on_chunk) {
+    if (err_) err_->start_reading(std::move(on_chunk), shared_from_this());
+  }
 
   std::int64_t pid() const override { return pid_; }
   bool exited() const override { return exited_; }
@@ -227,6 +235,7 @@ class windows_process final : public process::impl,
     killed_ = true;
     ::TerminateJobObject(job_.get(), kill_exit_code);
     pipes_.abandon();
+    if (err_) err_->abandon();
     error_code ignored;
     waiter_.cancel(ignored);
   }
@@ -311,6 +320,7 @@ class windows_process final : public process::impl,
   asio::windows::object_handle waiter_;  // owns the process handle
   unique_handle job_;
   pipe_pump<asio::windows::stream_handle, asio::windows::stream_handle> pipes_;
+  std::optional<chunk_reader<asio::windows::stream_handle>> err_;  // with on_stderr
   DWORD pid_;
   bool exited_ = false;
   bool abandoned_ = false;
@@ -355,12 +365,21 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   auto in = make_pipe(false);
   if (!in) return fail(in.error());
   SECURITY_ATTRIBUTES inherit{sizeof(SECURITY_ATTRIBUTES), nullptr, TRUE};
-  const std::filesystem::path log =
-      options.stderr_log.empty() ? std::filesystem::path(L"NUL") : options.stderr_log;
-  unique_handle err(::CreateFileW(log.c_str(), FILE_APPEND_DATA,
-                                  FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, &inherit,
-                                  OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr));
-  if (!err) return fail(os_error("open stderr log " + utf8(log)));
+  unique_handle err;
+  unique_handle err_parent;  // our end of the stderr pipe, with on_stderr
+  if (options.on_stderr) {
+    auto p = make_pipe(true);
+    if (!p) return fail(p.error());
+    err = std::move(p->child);
+    err_parent = std::move(p->parent);
+  } else {
+    const std::filesystem::path log =
+        options.stderr_log.empty() ? std::filesystem::path(L"NUL") : options.stderr_log;
+    err.reset(::CreateFileW(log.c_str(), FILE_APPEND_DATA,
+                            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, &inherit,
+                            OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr));
+    if (!err) return fail(os_error("open stderr log " + utf8(log)));
+  }
 
   // Only these three handles are inherited, whatever else in the supervisor is inheritable.
   std::array<HANDLE, 3> inherited{in->child.get(), out->child.get(), err.get()};
@@ -418,9 +437,10 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   err.reset();
   lock.unlock();
 
-  auto state =
-      std::make_shared<windows_process>(io, std::move(proc), std::move(job), pi.dwProcessId,
-                                        std::move(out->parent), std::move(in->parent));
+  auto state = std::make_shared<windows_process>(io, std::move(proc), std::move(job),
+                                                 pi.dwProcessId, std::move(out->parent),
+                                                 std::move(in->parent), std::move(err_parent));
+  state->start_stderr(options.on_stderr);
   return std::make_unique<process>(std::move(state));
 }
 

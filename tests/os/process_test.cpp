@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "os/posix/proc_stat.h"
+#include "os/self_memory.h"
 #include "support/test_paths.h"
 
 namespace fs = std::filesystem;
@@ -213,6 +214,91 @@ TEST_CASE("environment, working folder and appended stderr log", "[integration][
   content << std::ifstream(log).rdbuf();
   CHECK(content.str() == "earlier\nto the log\n");
   fs::remove_all(dir);
+}
+
+TEST_CASE("stderr through on_stderr: 1 GiB in bounded chunks, the child never blocked",
+          "[integration][process]") {
+  boost::asio::io_context io;
+  constexpr std::uint64_t total = 1024 * mib;
+  std::uint64_t got = 0;
+  std::size_t largest = 0;
+  int chunks = 0;
+  bool ended = false;
+  boost::system::error_code end;
+  baton::os::spawn_options opts;
+  opts.argv = {"/bin/sh", "-c", "head -c " + std::to_string(total) + " /dev/zero >&2; echo done"};
+  opts.on_stderr = [&](const boost::system::error_code& ec, std::string_view data) {
+    if (ec) {
+      CHECK(data.empty());
+      end = ec;
+      ended = true;
+      return;
+    }
+    CHECK_FALSE(ended);  // nothing after the last call
+    got += data.size();
+    largest = std::max(largest, data.size());
+    ++chunks;
+  };
+  const auto rss_before = baton::os::own_rss_bytes();
+  auto p = baton::os::spawn(io, opts);
+  REQUIRE(p);
+  observed o;
+  watch(**p, o);
+  REQUIRE(run_until(
+      io, [&] { return o.read_done && o.exit_done && ended; }, 120s));
+  CHECK(o.status == exit_status::exited(0));
+  CHECK(o.lines == std::vector<std::string>{"done"});
+  CHECK(got == total);
+  CHECK(end == boost::asio::error::eof);
+  CHECK(largest <= 64 * 1024);
+  CHECK(chunks >= static_cast<int>(total / (64 * 1024)));
+  const auto rss_after = baton::os::own_rss_bytes();
+  if (rss_before && rss_after && *rss_after > *rss_before) {
+    CHECK(*rss_after - *rss_before < 32 * mib);  // one chunk in flight, not the stream
+  }
+}
+
+TEST_CASE("a grandchild holding stderr open does not delay the exit, nor the end of the process",
+          "[integration][process]") {
+  boost::asio::io_context io;
+  std::string text;
+  bool ended = false;
+  int calls_after_reset = 0;
+  bool reset = false;
+  baton::os::spawn_options opts;
+  // The sleep keeps only stderr: stdout goes to /dev/null, so stdout's end comes with the exit.
+  opts.argv = {"python3", "-c",
+               "import subprocess, sys\n"
+               "p = subprocess.Popen(['sleep', '60'], stdout=subprocess.DEVNULL)\n"
+               "print(p.pid, flush=True)\nsys.stderr.write('bye\\n')\nsys.stderr.flush()"};
+  opts.on_stderr = [&](const boost::system::error_code& ec, std::string_view data) {
+    if (reset) ++calls_after_reset;
+    if (ec) {
+      ended = true;
+    } else {
+      text.append(data);
+    }
+  };
+  auto p = baton::os::spawn(io, opts);
+  REQUIRE(p);
+  observed o;
+  watch(**p, o);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(run_until(
+      io, [&] { return o.read_done && o.exit_done && text == "bye\n"; }, 10s));
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK(o.status == exit_status::exited(0));
+  REQUIRE(o.lines.size() == 1);
+  const auto grandchild = std::stoll(o.lines[0]);
+  CHECK(alive(grandchild));
+  CHECK_FALSE(ended);  // the grandchild still holds the write end
+  reset = true;
+  p->reset();  // our end of the pipe closes: no handler of ours runs any more
+  ::kill(static_cast<pid_t>(grandchild), SIGKILL);  // its end closes too: an EOF nobody gets
+  CHECK(wait_dead(grandchild));
+  run_until(
+      io, [] { return false; }, 300ms);
+  CHECK(calls_after_reset == 0);
 }
 
 TEST_CASE("spawn failures are errors naming the program or folder", "[integration][process]") {

@@ -170,6 +170,29 @@ TEST_CASE("windows: env entries, working folder check and the stderr log",
   fs::remove_all(dir);
 }
 
+TEST_CASE("windows: stderr through on_stderr arrives whole, then its end",
+          "[integration][process]") {
+  auto o = child({"err", "first", "print", "out", "err", "second", "exit", "3"});
+  std::string text;
+  bool ended = false;
+  o.on_stderr = [&](const boost::system::error_code& ec, std::string_view data) {
+    if (ec) {
+      ended = true;
+    } else {
+      text.append(data);
+    }
+  };
+  boost::asio::io_context io;
+  auto p = start(io, o);
+  observed seen;
+  watch(*p, seen);
+  REQUIRE(run_until(io, [&] { return seen.read_done && seen.exit_done && ended; }));
+  CHECK(seen.lines == std::vector<std::string>{"out"});
+  CHECK(seen.status == exit_status::exited(3));
+  std::erase(text, '\r');
+  CHECK(text == "first\nsecond\n");
+}
+
 TEST_CASE("windows: a missing program is an error naming it", "[integration][process]") {
   boost::asio::io_context io;
   baton::os::spawn_options o;

@@ -217,3 +217,25 @@ TEST_CASE("connection limits: defaults, ranges, per uid below the global limit",
   CHECK_THAT(error_of(R"({"max_connection": 5})"),
              Catch::Contains("did you mean \"max_connections\"?"));
 }
+
+TEST_CASE("log rotation settings: defaults, values, and errors naming the field",
+          "[unit][daemon_settings]") {
+  auto d = parse_daemon_settings("{}", "/etc/baton");
+  REQUIRE(d);
+  CHECK(d->log_max_mib == 64);
+  CHECK(d->log_keep == 3);
+  auto s = parse_daemon_settings(R"({"log_max_mib": 8, "log_keep": 10})", "/etc/baton");
+  REQUIRE(s);
+  CHECK(s->log_max_mib == 8);
+  CHECK(s->log_keep == 10);
+  CHECK(to_json(*s).at("log_max_mib") == 8);
+  CHECK(to_json(*s).at("log_keep") == 10);
+  auto bad = parse_daemon_settings(R"({"log_max_mib": 0, "log_keep": 1001})", "/etc/baton");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message, Catch::Contains("log_max_mib: expected a positive integer"));
+  CHECK_THAT(bad.error().message, Catch::Contains("log_keep: expected at most 1000"));
+  auto typed = parse_daemon_settings(R"({"log_keep": "3", "log_max_mb": 1})", "/etc/baton");
+  REQUIRE_FALSE(typed);
+  CHECK_THAT(typed.error().message, Catch::Contains("log_keep: expected a positive integer"));
+  CHECK_THAT(typed.error().message, Catch::Contains("did you mean \"log_max_mib\"?"));
+}

@@ -18,6 +18,7 @@
 #include "protocol/checkpoint.h"
 #include "protocol/checkpoint_store.h"
 #include "protocol/job_spec.h"
+#include "supervisor/job_log.h"
 #include "supervisor/job_runner.h"
 #include "support/fake_launcher.h"
 #include "support/test_paths.h"
@@ -472,4 +473,46 @@ TEST_CASE("a crash before any checkpoint says so and where the worker's output i
   CHECK_THAT(*ended,
              Catch::Contains(", no checkpoint yet; its output: " + j.store.log_path("j").string()));
   CHECK_THAT(*ended, !Catch::Contains("checkpoint at step"));
+}
+
+TEST_CASE("a worker's stderr reaches the job log stamped, and its last line names the crash",
+          "[unit][job_runner]") {
+  fake_job j;
+  j.spec.restart.max_failures = 1;
+  auto rec = j.create(16);
+  j.launcher.script = [&](baton::test::fake_process& p) {
+    p.say_stderr("Traceback (most recent call last):\n  File \"train.py\"\nValue");
+    p.say_line("some text on stdout");
+    p.say_stderr("Error: the unfinished line waits for its end");  // no newline: its exit ends it
+    p.exit(baton::os::exit_status::exited(1));
+  };
+  std::vector<std::string> events;
+  runner_options ro;
+  ro.on_event = [&](const std::string& m) { events.push_back(m); };
+  job_runner runner(j.io, j.files, j.launcher, j.store, rec, j.spec, ro);
+  runner.start();
+  REQUIRE(run_to_rest(j.io, runner));
+  const auto log = j.log();
+  INFO(log);
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at < log.size();) {
+    const auto nl = log.find('\n', at);
+    REQUIRE(nl != std::string::npos);  // whole lines only
+    lines.push_back(log.substr(at, nl - at));
+    at = nl + 1;
+  }
+  std::vector<std::string> texts;
+  for (const auto& l : lines) {
+    CHECK(starts_with_log_stamp(l));
+    texts.push_back(l.substr(log_stamp_bytes));
+  }
+  const auto has = [&](const std::string& t) {
+    return std::find(texts.begin(), texts.end(), t) != texts.end();
+  };
+  CHECK(has("Traceback (most recent call last):"));
+  CHECK(has("  File \"train.py\""));
+  CHECK(has("some text on stdout"));
+  CHECK(has("ValueError: the unfinished line waits for its end"));
+  // The crash is diagnosed from the worker's last line, read after its exit.
+  CHECK_THAT(runner.record().diagnosis, Catch::Contains("ValueError: the unfinished line"));
 }

@@ -59,6 +59,12 @@ class fake_process : public std::enable_shared_from_this<fake_process> {
     push(eof{});
     push(status);
   }
+  // Writes `bytes` to its stderr (through spawn_options::on_stderr, as the real one), in order
+  // with what it says.
+  void say_stderr(std::string bytes) {
+    if (ended_) return;
+    push(stderr_bytes{std::move(bytes)});
+  }
   void set_rss(std::uint64_t bytes) { rss_ = bytes; }
 
   // ----- what happened to it -----
@@ -108,12 +114,16 @@ class fake_process : public std::enable_shared_from_this<fake_process> {
   void detach() {
     on_line_ = nullptr;
     on_exit_ = nullptr;
+    options_.on_stderr = nullptr;
     if (!ended_) kill();
   }
 
  private:
-  struct eof {};
-  using happening = std::variant<std::string, eof, os::exit_status>;
+  struct eof {};  // of stdout and stderr both
+  struct stderr_bytes {
+    std::string bytes;
+  };
+  using happening = std::variant<std::string, eof, os::exit_status, stderr_bytes>;
 
   void push(happening h) {
     queue_.push_back(std::move(h));
@@ -133,7 +143,10 @@ class fake_process : public std::enable_shared_from_this<fake_process> {
       self->queue_.pop_front();
       if (auto* line = std::get_if<std::string>(&h)) {
         if (self->on_line_) self->on_line_({}, *line);
+      } else if (auto* err = std::get_if<stderr_bytes>(&h)) {
+        if (self->options_.on_stderr) self->options_.on_stderr({}, err->bytes);
       } else if (std::holds_alternative<eof>(h)) {
+        if (self->options_.on_stderr) self->options_.on_stderr(boost::asio::error::eof, {});
         if (self->on_line_) self->on_line_(boost::asio::error::eof, {});
       } else if (self->on_exit_) {
         auto done = std::move(self->on_exit_);
