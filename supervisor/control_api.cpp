@@ -193,17 +193,24 @@ api_result<std::uint64_t> parse_query(std::string_view query, route r, std::stri
   return value_seen.value_or(0);
 }
 
-api_result<api_call> parse_submit(const api_request& request) {
-  if (is_blank(request.body)) {
-    return bad_request(
-        "empty request body: POST /v1/jobs expects {\"spec\": {...}, \"base_dir\": \"/abs/dir\"}");
-  }
+// A body that must be a JSON object (the submit and prune bodies).
+api_result<nlohmann::json> parse_object_body(const api_request& request) {
   auto doc = parse_json_limited(request.body);
   if (!doc) return doc.error();
   if (!doc->is_object()) {
     return bad_request("request body must be a JSON object, got " +
                        std::string(json_type_name(*doc)));
   }
+  return doc;
+}
+
+api_result<api_call> parse_submit(const api_request& request) {
+  if (is_blank(request.body)) {
+    return bad_request(
+        "empty request body: POST /v1/jobs expects {\"spec\": {...}, \"base_dir\": \"/abs/dir\"}");
+  }
+  auto doc = parse_object_body(request);
+  if (!doc) return doc.error();
   for (const auto& [key, value] : doc->items()) {
     if (key != "spec" && key != "base_dir") {
       return bad_request("unknown field '" + key + "' in request body (expected spec, base_dir)");
@@ -230,12 +237,8 @@ api_result<api_call> parse_submit(const api_request& request) {
 api_result<api_call> parse_prune(const api_request& request) {
   prune_call c;
   if (is_blank(request.body)) return c;
-  auto doc = parse_json_limited(request.body);
+  auto doc = parse_object_body(request);
   if (!doc) return doc.error();
-  if (!doc->is_object()) {
-    return bad_request("request body must be a JSON object, got " +
-                       std::string(json_type_name(*doc)));
-  }
   for (const auto& [key, value] : doc->items()) {
     if (key == "older_than_ms") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 0) {
