@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "os/mem_env.h"
+#include "support/test_paths.h"
 
 using namespace baton::protocol;
 using json = nlohmann::json;
@@ -65,19 +66,22 @@ TEST_CASE("bad overrides name the argument and what is wrong", "[unit][job_overr
 
 TEST_CASE("an override is validated like the field it replaces", "[unit][job_overrides]") {
   baton::os::mem_env e;
-  REQUIRE(e.create_dirs("/jobs"));
-  REQUIRE(baton::os::write_file_atomic(e, "/jobs/j.json", job().dump()));
+  // Absolute on every OS: loading makes the path absolute (Z:/jobs under wine).
+  const auto dir = baton::test::abs_path("/jobs");
+  const auto file = dir / "j.json";
+  REQUIRE(e.create_dirs(dir));
+  REQUIRE(baton::os::write_file_atomic(e, file, job().dump()));
   std::vector<job_override> sets = {*parse_override("training.batch_size=-3"),
                                     *parse_override("training.epochs=\"two\"")};
-  auto spec = load_job_spec(e, "/jobs/j.json", sets);
+  auto spec = load_job_spec(e, file, sets);
   REQUIRE_FALSE(spec);
-  CHECK_THAT(spec.error().message, Catch::Contains("/jobs/j.json: training.batch_size: "));
-  CHECK_THAT(spec.error().message, Catch::Contains("/jobs/j.json: training.epochs: "));
-  auto good = load_job_spec(e, "/jobs/j.json", {*parse_override("training.epochs=5")});
+  CHECK_THAT(spec.error().message, Catch::Contains(file.string() + ": training.batch_size: "));
+  CHECK_THAT(spec.error().message, Catch::Contains(file.string() + ": training.epochs: "));
+  auto good = load_job_spec(e, file, {*parse_override("training.epochs=5")});
   REQUIRE(good);
   CHECK(good->training->epochs == 5);
   // Without overrides, the plain load: the same spec as the file.
-  auto plain = load_job_spec(e, "/jobs/j.json", {});
+  auto plain = load_job_spec(e, file, {});
   REQUIRE(plain);
   CHECK(plain->training->epochs == 2);
 }
