@@ -151,6 +151,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   add_wait_command(app, ctx);
   add_rm_command(app, ctx);
   add_prune_command(app, ctx);
+  add_dashboard_command(app, ctx);
   add_service_command(app, ctx);
   add_checkpoint_command(app, ctx);
   try {

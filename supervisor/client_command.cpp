@@ -784,4 +784,20 @@ void add_prune_command(CLI::App& app, cli_context& ctx) {
   });
 }
 
+void add_dashboard_command(CLI::App& app, cli_context& ctx) {
+  auto o = std::make_shared<client_options>();
+  auto* cmd = app.add_subcommand(
+      "dashboard", "Print the URL of the daemon's web dashboard, with its token (open it locally)");
+  add_socket_option(cmd, *o);
+  cmd->callback([o, &ctx] {
+    auto body = call(ctx, *o, "GET", "/v1/dashboard");
+    if (!body) {
+      ctx.exit_code = exit_failure;
+      return;
+    }
+    ctx.out << str(*body, "url") << "\n";
+    ctx.exit_code = exit_ok;
+  });
+}
+
 }  // namespace baton::supervisor

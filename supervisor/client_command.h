@@ -26,6 +26,7 @@ void add_resume_command(CLI::App& app, cli_context& ctx);
 void add_wait_command(CLI::App& app, cli_context& ctx);
 void add_rm_command(CLI::App& app, cli_context& ctx);
 void add_prune_command(CLI::App& app, cli_context& ctx);
+void add_dashboard_command(CLI::App& app, cli_context& ctx);
 
 // "90s", "30m", "12h", "7d", "2w" in milliseconds (`baton prune --older-than`).
 result<std::int64_t> parse_age(std::string_view text);

@@ -36,7 +36,7 @@ bool is_valid_job_id(std::string_view id) {
 std::string_view call_name(const api_call& call) {
   static constexpr std::string_view names[] = {"submit",  "list",   "status", "logs",
                                                "cancel",  "resume", "health", "history",
-                                               "metrics", "remove", "prune"};
+                                               "metrics", "remove", "prune",  "dashboard"};
   static_assert(std::size(names) == std::variant_size_v<api_call>);
   return names[call.index()];
 }
@@ -93,7 +93,8 @@ enum class route {
   job_resume,
   job_history,
   metrics,
-  prune
+  prune,
+  dashboard
 };
 
 struct matched_route {
@@ -108,6 +109,7 @@ std::optional<matched_route> match_route(std::string_view path) {
   if (seg.empty() || seg[0] != "v1") return std::nullopt;
   if (seg.size() == 2 && seg[1] == "health") return matched_route{route::health, {}};
   if (seg.size() == 2 && seg[1] == "prune") return matched_route{route::prune, {}};
+  if (seg.size() == 2 && seg[1] == "dashboard") return matched_route{route::dashboard, {}};
   if (seg.size() < 2 || seg[1] != "jobs") return std::nullopt;
   if (seg.size() == 2) return matched_route{route::jobs, {}};
   if (seg.size() == 3) return matched_route{route::job, seg[2]};
@@ -361,6 +363,8 @@ api_result<api_call> parse_api_request(const api_request& request) {
       return status_call{id};
     case route::prune:
       return parse_prune(request);
+    case route::dashboard:
+      return dashboard_call{};
     case route::job_logs:
       return logs_call{id, *offset};
     case route::job_history:

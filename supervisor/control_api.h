@@ -66,6 +66,9 @@ struct history_call {   // GET /v1/jobs/{id}/history?since=N: entries with seq >
   std::int64_t since = 0;
 };
 struct metrics_call {};  // GET /metrics: Prometheus text exposition format
+// GET /v1/dashboard: the dashboard's URL with its token (`baton dashboard`), for whoever may use
+// the control socket; 404 while http_listen is off.
+struct dashboard_call {};
 // DELETE /v1/jobs/{id}?force=true: the job and its folder go. A running job only with force,
 // which cancels it first and removes it once its worker is gone.
 struct remove_call {
@@ -83,7 +86,7 @@ struct prune_call {
 
 using api_call =
     std::variant<submit_call, list_call, status_call, logs_call, cancel_call, resume_call,
-                 health_call, history_call, metrics_call, remove_call, prune_call>;
+                 health_call, history_call, metrics_call, remove_call, prune_call, dashboard_call>;
 
 // A rejected request: the HTTP status to answer with and a message for the user.
 // Not an aggregate on purpose: C++20 would let api_result<T> confuse a T with an api_error.

@@ -302,4 +302,13 @@ api_response daemon::impl::on_call(const prune_call& c) {
           {{"removed", std::move(removed)}, {"errors", std::move(errors)}, {"dry_run", c.dry_run}}};
 }
 
+api_response daemon::impl::on_call(const dashboard_call&) {
+  if (!http) {
+    return error_response(404,
+                          "the dashboard is off: set http_listen in the daemon's settings (e.g. "
+                          "\"127.0.0.1:9464\") and restart it");
+  }
+  return {200, {{"url", http->dashboard_url()}}};
+}
+
 }  // namespace baton::supervisor

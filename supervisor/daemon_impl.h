@@ -110,6 +110,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   api_response on_call(const metrics_call&);
   api_response on_call(const remove_call& c);
   api_response on_call(const prune_call& c);
+  api_response on_call(const dashboard_call&);
   // Drops a job at rest: out of the queue, its folder deleted, forgotten. An error (the folder
   // could not be deleted) leaves the job listed, so nothing is half-forgotten.
   status remove_job(const std::string& id);

@@ -105,6 +105,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           BATON_FUZZ_CHECK(req.method == "DELETE", req.method);
           BATON_FUZZ_CHECK(req.body.empty(), "DELETE with a body accepted");
           check_id(c.id);
+        } else if constexpr (std::is_same_v<T, dashboard_call>) {
+          BATON_FUZZ_CHECK(req.method == "GET" && path == "/v1/dashboard", req.method + " " + path);
         } else if constexpr (std::is_same_v<T, prune_call>) {
           BATON_FUZZ_CHECK(req.method == "POST" && path == "/v1/prune", req.method + " " + path);
           BATON_FUZZ_CHECK(!c.states.empty(), "prune with no states");

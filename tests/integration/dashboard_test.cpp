@@ -72,6 +72,10 @@ TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live
   const std::string url = base + "/?token=" + token;
   // The daemon's user finds the same URL again in the state dir, in a file only it can read.
   CHECK(read_text(dir / "state" / "dashboard-url") == url + "\n");
+  // `baton dashboard` asks the daemon for the same URL through the control socket.
+  const auto asked = run_baton({"dashboard", "--socket", d.socket().string()}, dir / "dash.err");
+  CHECK(asked.code == 0);
+  CHECK(asked.out == url + "\n");
   CHECK((fs::status(dir / "state" / "dashboard-url").permissions() & fs::perms::group_read) ==
         fs::perms::none);
 

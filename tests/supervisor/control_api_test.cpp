@@ -315,3 +315,12 @@ TEST_CASE("remove and prune parse with their options, and refuse bad ones", "[un
         "unknown field 'age' in request body (expected older_than_ms, states, dry_run)");
   CHECK(parse("GET", "/v1/prune").error().status == 405);
 }
+
+TEST_CASE("the dashboard's URL is a GET on the control API", "[unit][control_api]") {
+  auto r = parse("GET", "/v1/dashboard");
+  REQUIRE(r.has_value());
+  CHECK(std::holds_alternative<dashboard_call>(*r));
+  CHECK(call_name(*r) == "dashboard");
+  CHECK(parse("POST", "/v1/dashboard").error().status == 405);
+  CHECK(parse("GET", "/v1/dashboard?x=1").error().status == 400);
+}

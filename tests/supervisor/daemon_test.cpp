@@ -701,3 +701,13 @@ TEST_CASE("a cancelled job resumes from its checkpoint, a completed one answers 
   CHECK(s.at("shards")[1].at("start_step").get<int>() == at);
   CHECK(f.call(resume_call{a}).status == 409);
 }
+
+TEST_CASE("without http_listen the dashboard call says how to turn it on", "[unit][daemon]") {
+  fixture f("no-dashboard", 1);
+  f.start();
+  const auto r = f.call(dashboard_call{});
+  CHECK(r.status == 404);
+  CHECK(r.body.at("error") ==
+        "the dashboard is off: set http_listen in the daemon's settings (e.g. \"127.0.0.1:9464\") "
+        "and restart it");
+}
