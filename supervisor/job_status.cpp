@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "supervisor/job_history.h"
+#include "supervisor/run_report.h"
 
 namespace baton::supervisor {
 
@@ -24,15 +24,8 @@ result<leak_estimate> job_leak(const job_record& r) {
 }
 
 json restarts_json(const job_record& r) {
-  json out = {{"recycle", 0}, {"failure", 0}, {"user", 0}};
-  for (const auto& [name, count] : r.exits_by_cause) {
-    const auto cause = parse_exit_cause(name);
-    if (!cause) continue;
-    const auto category = restart_category(*cause);
-    if (!category.empty())
-      out[std::string(category)] = out[std::string(category)].get<int>() + count;
-  }
-  return out;
+  const auto c = count_restarts(r);
+  return {{"recycle", c.recycles}, {"failure", c.failures}, {"user", c.user_stops}};
 }
 
 json job_status_json(const job_record& r, const live_status* live,
