@@ -108,26 +108,13 @@ api_response daemon::impl::on_call(const list_call&) {
   });
   json list = json::array();
   for (const auto* j : all) {
-    const auto& r = j->current();
-    list.push_back({{"id", r.id},
-                    {"name", r.name},
-                    {"state", to_string(r.state)},
-                    {"step", j->runner ? j->runner->live().step : r.checkpoint_step},
-                    {"checkpoint_step", r.checkpoint_step},
-                    {"total_steps", r.total_steps},
-                    {"workers", r.shards.size()},
-                    {"rss_bytes", j->runner ? j->runner->live().rss_bytes : 0},
-                    {"created_ms", r.created_ms},
-                    {"updated_ms", r.updated_ms},
-                    {"diagnosis", r.diagnosis}});
-    // The budget beside the RSS, for the dashboard's job list (null when the job has none).
-    auto& item = list.back();
-    item["soft_limit_mib"] = j->spec && j->spec->memory.soft_limit_mib
-                                 ? json(*j->spec->memory.soft_limit_mib)
-                                 : json(nullptr);
-    item["hard_limit_mib"] = j->spec && j->spec->memory.hard_limit_mib
-                                 ? json(*j->spec->memory.hard_limit_mib)
-                                 : json(nullptr);
+    std::optional<std::int64_t> soft, hard;
+    if (j->spec) {
+      soft = j->spec->memory.soft_limit_mib;
+      hard = j->spec->memory.hard_limit_mib;
+    }
+    list.push_back(
+        job_list_item(j->current(), j->runner ? &j->runner->live() : nullptr, soft, hard));
   }
   return {200, {{"jobs", std::move(list)}}};
 }
@@ -143,15 +130,7 @@ api_response daemon::impl::on_call(const logs_call& c) {
   if (!j) return no_job(c.id);
   auto chunk = read_log_chunk(e, store.log_path(c.id), c.offset);
   if (!chunk) return error_response(500, chunk.error().message);
-  return {200,
-          {{"id", c.id},
-           {"offset", chunk->offset},
-           {"next_offset", chunk->next_offset},
-           {"size", chunk->size},
-           {"start", chunk->start},
-           {"skipped", chunk->skipped},
-           {"data", std::move(chunk->data)},
-           {"state", to_string(j->current().state)}}};
+  return {200, job_logs_json(c.id, std::move(*chunk), j->current().state)};
 }
 
 api_response daemon::impl::on_call(const cancel_call& c) {

@@ -65,4 +65,36 @@ json job_status_json(const job_record& r, const live_status* live,
   return j;
 }
 
+nlohmann::json job_list_item(const job_record& r, const live_status* live,
+                             std::optional<std::int64_t> soft_limit_mib,
+                             std::optional<std::int64_t> hard_limit_mib) {
+  auto opt = [](const std::optional<std::int64_t>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  return {{"id", r.id},
+          {"name", r.name},
+          {"state", to_string(r.state)},
+          {"step", live ? live->step : r.checkpoint_step},
+          {"checkpoint_step", r.checkpoint_step},
+          {"total_steps", r.total_steps},
+          {"workers", r.shards.size()},
+          {"rss_bytes", live ? live->rss_bytes : 0},
+          {"created_ms", r.created_ms},
+          {"updated_ms", r.updated_ms},
+          {"diagnosis", r.diagnosis},
+          {"soft_limit_mib", opt(soft_limit_mib)},
+          {"hard_limit_mib", opt(hard_limit_mib)}};
+}
+
+nlohmann::json job_logs_json(const std::string& id, log_chunk chunk, job_state state) {
+  return {{"id", id},
+          {"offset", chunk.offset},
+          {"next_offset", chunk.next_offset},
+          {"size", chunk.size},
+          {"start", chunk.start},
+          {"skipped", chunk.skipped},
+          {"data", std::move(chunk.data)},
+          {"state", to_string(state)}};
+}
+
 }  // namespace baton::supervisor

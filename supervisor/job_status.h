@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "supervisor/job_log.h"
 #include "supervisor/job_record.h"
 #include "supervisor/job_runner.h"
 #include "supervisor/leak_rate.h"
@@ -30,5 +31,14 @@ result<leak_estimate> job_leak(const job_record& r);
 
 // {"recycle": n, "failure": n, "user": n} from the record's exits (restart_category).
 nlohmann::json restarts_json(const job_record& r);
+
+// One job of the list call (`GET /v1/jobs`): id, state, step and the RSS beside the budget (null
+// limits when the job has none). The daemon and `baton run --dashboard` answer with the same.
+nlohmann::json job_list_item(const job_record& r, const live_status* live,
+                             std::optional<std::int64_t> soft_limit_mib,
+                             std::optional<std::int64_t> hard_limit_mib);
+
+// The logs call's answer (`GET /v1/jobs/{id}/logs?offset=N`) for a chunk read from the job's log.
+nlohmann::json job_logs_json(const std::string& id, log_chunk chunk, job_state state);
 
 }  // namespace baton::supervisor

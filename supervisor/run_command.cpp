@@ -14,9 +14,14 @@
 #include "os/system.h"
 #include "protocol/job_overrides.h"
 #include "protocol/job_spec.h"
+#include "supervisor/control_token.h"
+#include "supervisor/dashboard_routes.h"
+#include "supervisor/http_listener.h"
+#include "supervisor/job_history.h"
 #include "supervisor/job_runner.h"
 #include "supervisor/job_store.h"
 #include "supervisor/process_launcher.h"
+#include "supervisor/run_api.h"
 #include "supervisor/run_report.h"
 
 namespace baton::supervisor {
@@ -47,6 +52,15 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
     }
     sets.push_back(std::move(*parsed));
   }
+  std::optional<http_listen_address> dashboard_at;
+  if (o.dashboard) {
+    auto where = parse_http_listen(o.dashboard_listen);
+    if (!where) {
+      ctx.err << "--dashboard-listen: " << where.error().message << "\n";
+      return exit_invalid;
+    }
+    dashboard_at = *where;
+  }
   auto spec = protocol::load_job_spec(e, o.config, sets);
   if (!spec) {
     ctx.err << spec.error().message << "\n";
@@ -69,7 +83,9 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
     return exit_failure;
   }
 
-  job_store store(e, o.state_dir.empty() ? os::default_state_dir() : fs::path(o.state_dir));
+  // Absolute, like the worker: workers run in the job's folder and are handed paths in it.
+  job_store store(e, o.state_dir.empty() ? os::default_state_dir()
+                                         : fs::absolute(fs::path(o.state_dir)));
   if (auto s = store.open(); !s) {
     ctx.err << s.error().message << "\n";
     return exit_failure;
@@ -189,7 +205,40 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
     if (tty) ctx.out << "\r\033[K";
     ctx.out << m << "\n" << std::flush;
   };
+  // The same history a daemon keeps, in the job's folder: a job run here and later shown by a
+  // daemon (or the dashboard below) has its whole curve.
+  std::unique_ptr<job_history> history;
+  if (auto h = job_history::open(e, job_history::file_in(store.job_dir(id)))) {
+    for (const auto& n : h->load_notes()) ctx.err << "warning: " << n << "\n";
+    history = std::make_unique<job_history>(std::move(*h));
+  } else {
+    ctx.err << "warning: the job runs without a history: " << h.error().message << "\n";
+  }
+  ro.history = history.get();
   runner = std::make_unique<job_runner>(io, e, launcher, store, std::move(record), *spec, ro);
+
+  // `--dashboard`: the daemon's page, served for this one job, read-only, behind a new token.
+  std::unique_ptr<run_api> api;
+  std::unique_ptr<http_listener> http;
+  if (dashboard_at) {
+    auto token = make_control_token();
+    if (!token) {
+      ctx.err << "dashboard token: " << token.error().message << "\n";
+      return exit_failure;
+    }
+    run_view view{[&]() -> const job_record& { return runner->record(); },
+                  [&]() -> const live_status* { return &runner->live(); },
+                  spec->memory.soft_limit_mib, spec->memory.hard_limit_mib, history.get()};
+    api = std::make_unique<run_api>(e, store, std::move(view));
+    http = std::make_unique<http_listener>(
+        io, *api, *dashboard_at,
+        [&](const std::string& m) { ctx.err << "dashboard: " << m << "\n"; }, *token);
+    if (auto s = http->start(); !s) {
+      ctx.err << s.error().message << "\n";
+      return exit_failure;
+    }
+    ctx.err << "dashboard on " << http->dashboard_url() << "\n" << std::flush;
+  }
 
   // First Ctrl-C: checkpoint and stop (the job rests as paused; run again to resume).
   // Second: stop at once; the newest checkpoint is kept either way.
@@ -214,6 +263,7 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const job_record final_record = runner->record();
+  if (http) http->stop();
   runner.reset();  // a worker still running after a second Ctrl-C is killed here
   if (tty) ctx.out << "\r\033[K";
   if (o.json) {
@@ -246,6 +296,11 @@ void add_run_command(CLI::App& app, cli_context& ctx) {
   cmd->add_option("--worker", opts->worker, "The baton-worker executable to run shards with");
   cmd->add_flag("--json", opts->json, "Print the summary as one JSON object, no progress");
   cmd->add_flag("--fresh", opts->fresh, "Discard this job's saved state and start over");
+  cmd->add_flag("--dashboard", opts->dashboard,
+                "Serve the web dashboard for this run on loopback and print its URL");
+  cmd->add_option("--dashboard-listen", opts->dashboard_listen,
+                  "Where --dashboard listens: a loopback HOST:PORT (port 0: any free one)")
+      ->capture_default_str();
   cmd->add_option("--set", opts->sets,
                   "Override a field of the job file, typed by the spec: PATH=VALUE, e.g. "
                   "training.optimizer.learning_rate=0.01 (repeatable)")

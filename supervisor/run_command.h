@@ -27,6 +27,9 @@ struct run_options {
   std::string worker;
   bool json = false;
   bool fresh = false;
+  // `--dashboard`: the web dashboard for this run, on a loopback listener (http_listener.h).
+  bool dashboard = false;
+  std::string dashboard_listen = "127.0.0.1:0";
   // `--set PATH=VALUE` overrides of the job file's fields (protocol/job_overrides.h), in order.
   std::vector<std::string> sets;
   bool become_subreaper = true;  // off in tests, whose process must stay as it is

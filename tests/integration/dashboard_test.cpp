@@ -6,14 +6,17 @@
 // must get no data. A screenshot is left in the build tree (dashboard.png beside the test binary's
 // working directory). Missing node, chromium or playwright-core fails the test: scripts/setup.sh
 // installs them. Linux only, like all of tests/integration but its *_windows_test.cpp files.
+#include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 
+#include "os/process.h"
 #include "support/daemon_process.h"
 #include "support/run_process.h"
 #include "support/test_paths.h"
@@ -50,6 +53,74 @@ int all_points(const json& summary) {
   return n;
 }
 
+// Python at about 10 MiB plus 2 MiB a step every 100 ms: recycled at the 64 MiB soft limit
+// every ~2.5 s, about 25 s for the job: the page sees several workers while it still runs.
+json leaky_job() {
+  return {{"name", "leaky"},
+          {"worker",
+           {{"command",
+             {python(),
+              std::string(BATON_SOURCE_DIR) + "/tests/integration/workers/leaky_worker.py"}}}},
+          {"shard", {{"steps", 1000}}},
+          {"memory", {{"soft_limit_mib", 64}, {"hard_limit_mib", 160}, {"poll_ms", 50}}},
+          {"params", {{"total_steps", 240}, {"leak_mib_per_step", 2}, {"step_ms", 100}}}};
+}
+
+// Runs check_dashboard.mjs at `url` (and at the same listener with a wrong token) and returns
+// what the page showed.
+json look_at(const std::string& base, const std::string& url, const fs::path& dir,
+             const fs::path& shot, const std::string& empty_job = {}) {
+  const std::string bad_url = base + "/?token=" + std::string(64, '0');
+  const auto out = dir / "seen.json";
+  std::vector<std::string> argv = {
+      node_exe.string(),
+      std::string(BATON_SOURCE_DIR) + "/tests/integration/dashboard/check_dashboard.mjs",
+      url,
+      bad_url,
+      shot.string(),
+      (dir / "chromium-profile").string(),
+      out.string()};
+  if (!empty_job.empty()) argv.push_back(empty_job);
+  const auto r = run_process(argv, {{"BATON_WEB_DIR", web_dir.string()}}, dir / "node.err", 60s);
+  INFO("node stderr: " << read_text(dir / "node.err"));
+  REQUIRE_FALSE(r.timed_out);
+  REQUIRE(r.status.success());
+  return json::parse(read_text(out));
+}
+
+// What every look at a running leaky job must show, whoever serves the page.
+void check_live_job(const json& seen, const std::string& id, const fs::path& shot) {
+  INFO("what the page showed: " << seen.dump(1));
+  INFO("screenshot: " << shot.string());
+  CHECK(seen.at("consoleErrors").empty());
+  CHECK(seen.at("pageErrors").empty());
+  CHECK_FALSE(seen.contains("waitError"));
+  const auto& first = seen.at("first");
+  const auto& second = seen.at("second");
+  CHECK(first.at("job") == id);
+  CHECK(worker_series_with_points(first) >= 2);
+  CHECK(points_of(first, "soft limit") > 0);
+  CHECK(points_of(first, "hard limit") > 0);
+  CHECK(first.at("lossPoints") > 0);
+  CHECK(first.at("boundaries") >= 1);  // a recycle, drawn with its cause
+  // Live: more points at the second look, 2.5 s later, while the job still ran.
+  CHECK(all_points(second) > all_points(first));
+  CHECK(second.at("cursor") > first.at("cursor"));
+  CHECK(fs::file_size(shot) > 10000);
+
+  // Every worker the job had at each look has points (the newest may not have been sampled yet).
+  for (const auto* look : {&first, &second}) {
+    CHECK(worker_series_with_points(*look) >= look->at("workers").get<int>() - 1);
+  }
+
+  // A wrong token: the page loads (it holds no data) but gets none, and says why.
+  const auto& bad = seen.at("badToken");
+  CHECK(bad.at("rssSeries").empty());
+  CHECK(bad.at("lossPoints") == 0);
+  CHECK(bad.at("job").is_null());
+  CHECK_THAT(seen.at("badTokenText").get<std::string>(), Catch::Contains("wrong dashboard token"));
+}
+
 }  // namespace
 
 TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live",
@@ -79,18 +150,8 @@ TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live
   CHECK((fs::status(dir / "state" / "dashboard-url").permissions() & fs::perms::group_read) ==
         fs::perms::none);
 
-  // Python at about 10 MiB plus 2 MiB a step every 100 ms: recycled at the 64 MiB soft limit
-  // every ~2.5 s, about 25 s for the job: the page sees several workers while it still runs.
-  const json doc = {{"name", "leaky"},
-                    {"worker",
-                     {{"command",
-                       {python(), std::string(BATON_SOURCE_DIR) +
-                                      "/tests/integration/workers/leaky_worker.py"}}}},
-                    {"shard", {{"steps", 1000}}},
-                    {"memory", {{"soft_limit_mib", 64}, {"hard_limit_mib", 160}, {"poll_ms", 50}}},
-                    {"params", {{"total_steps", 240}, {"leak_mib_per_step", 2}, {"step_ms", 100}}}};
   const auto job = dir / "leaky.json";
-  std::ofstream(job) << doc.dump(2);
+  std::ofstream(job) << leaky_job().dump(2);
   auto sub = run_baton({"submit", job.string(), "--socket", d.socket().string()}, dir / "sub.err");
   REQUIRE(sub.code == 0);
   const auto id = trim(sub.out);
@@ -102,40 +163,8 @@ TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live
   const auto queued_id = trim(queued.out);
 
   const auto shot = fs::current_path() / "dashboard.png";
-  const auto out = dir / "seen.json";
-  const std::string bad_url = base + "/?token=" + std::string(64, '0');
-  const auto r = run_process(
-      {node_exe.string(),
-       std::string(BATON_SOURCE_DIR) + "/tests/integration/dashboard/check_dashboard.mjs", url,
-       bad_url, shot.string(), (dir / "chromium-profile").string(), out.string(), queued_id},
-      {{"BATON_WEB_DIR", web_dir.string()}}, dir / "node.err", 60s);
-  INFO("node stderr: " << read_text(dir / "node.err"));
-  REQUIRE_FALSE(r.timed_out);
-  REQUIRE(r.status.success());
-  const auto seen = json::parse(read_text(out));
-  INFO("what the page showed: " << seen.dump(1));
-  INFO("screenshot: " << shot.string());
-
-  CHECK(seen.at("consoleErrors").empty());
-  CHECK(seen.at("pageErrors").empty());
-  CHECK_FALSE(seen.contains("waitError"));
-  const auto& first = seen.at("first");
-  const auto& second = seen.at("second");
-  CHECK(first.at("job") == id);
-  CHECK(worker_series_with_points(first) >= 2);
-  CHECK(points_of(first, "soft limit") > 0);
-  CHECK(points_of(first, "hard limit") > 0);
-  CHECK(first.at("lossPoints") > 0);
-  CHECK(first.at("boundaries") >= 1);  // a recycle, drawn with its cause
-  // Live: more points at the second look, 2.5 s later, while the job still ran.
-  CHECK(all_points(second) > all_points(first));
-  CHECK(second.at("cursor") > first.at("cursor"));
-  CHECK(fs::file_size(shot) > 10000);
-
-  // Every worker the job had at each look has points (the newest may not have been sampled yet).
-  for (const auto* look : {&first, &second}) {
-    CHECK(worker_series_with_points(*look) >= look->at("workers").get<int>() - 1);
-  }
+  const auto seen = look_at(base, url, dir, shot, queued_id);
+  check_live_job(seen, id, shot);
 
   // The queued job: no sample, no loss, no worker; shown as such, with no error.
   CHECK(seen.at("emptyConsoleErrors").empty());
@@ -145,11 +174,54 @@ TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live
   CHECK(seen.at("emptyShown").at("rssEmpty") == true);
   CHECK(seen.at("emptyShown").at("lossEmpty") == true);
   CHECK_THAT(seen.at("emptyShown").at("title").get<std::string>(), Catch::Contains("queued"));
+}
 
-  // A wrong token: the page loads (it holds no data) but gets none, and says why.
-  const auto& bad = seen.at("badToken");
-  CHECK(bad.at("rssSeries").empty());
-  CHECK(bad.at("lossPoints") == 0);
-  CHECK(bad.at("job").is_null());
-  CHECK_THAT(seen.at("badTokenText").get<std::string>(), Catch::Contains("wrong dashboard token"));
+TEST_CASE("baton run --dashboard serves the same page for a foreground run, live",
+          "[integration][dashboard]") {
+  INFO("node, chromium and web/node_modules (playwright-core) are needed: run scripts/setup.sh");
+  REQUIRE(fs::exists(node_exe));
+  REQUIRE(fs::exists(chromium_exe));
+  REQUIRE(fs::exists(web_dir / "node_modules" / "playwright-core" / "package.json"));
+  const auto dir = fresh_scratch_dir("baton-run-dashboard-test");
+  const auto job = dir / "leaky.json";
+  std::ofstream(job) << leaky_job().dump(2);
+
+  asio::io_context io;
+  baton::os::spawn_options o;
+  o.argv = {BATON_EXE, "run", job.string(), "--state-dir", (dir / "state").string(), "--dashboard"};
+  o.stderr_log = dir / "run.err";
+  auto p = baton::os::spawn(io, o);
+  REQUIRE(p);
+  std::string out;
+  (*p)->async_read_lines([&](const boost::system::error_code& ec, std::string_view line) {
+    if (!ec) out += std::string(line) + "\n";
+  });
+  std::optional<baton::os::exit_status> ended;
+  (*p)->async_wait(
+      [&](const boost::system::error_code&, baton::os::exit_status st) { ended = st; });
+
+  // The URL comes on stderr before the first worker starts.
+  std::smatch m;
+  const std::regex printed(R"(dashboard on (http://127\.0\.0\.1:\d+)/\?token=([0-9a-f]{64}))");
+  std::string err;
+  for (int i = 0; i < 200 && !std::regex_search(err, m, printed) && !ended; ++i) {
+    io.run_for(50ms);
+    err = read_text(dir / "run.err");
+  }
+  INFO("baton run stderr: " << err);
+  REQUIRE(std::regex_search(err, m, printed));
+  const std::string base = m[1].str();
+  const std::string url = base + "/?token=" + m[2].str();
+
+  const auto shot = fs::current_path() / "run-dashboard.png";
+  const auto seen = look_at(base, url, dir, shot);
+  check_live_job(seen, "leaky", shot);
+
+  // The run goes on to the end of its job, and its history stays in the job's folder.
+  for (int i = 0; i < 1200 && !ended; ++i) io.run_for(50ms);
+  INFO("baton run stdout: " << out);
+  REQUIRE(ended);
+  CHECK(ended->how == baton::os::exit_status::kind::exited);
+  CHECK(ended->code == 0);
+  CHECK(fs::file_size(dir / "state" / "jobs" / "leaky" / "history.jsonl") > 0);
 }
