@@ -160,17 +160,25 @@ std::vector<std::string> job_cgroup::procs_files() const {
 }
 
 result<std::uint64_t> job_cgroup::memory_bytes() const {
+  if (v2_memory_ || !v1_dir_.empty()) {
+    if (!stat_) {
+      stat_ =
+          std::make_unique<procfs::kernel_file>((v2_memory_ ? v2_dir_ : v1_dir_) + "/memory.stat");
+    }
+  }
   if (v2_memory_) {
-    auto stat = procfs::read_kernel_file(v2_dir_ + "/memory.stat");
+    auto stat = stat_->read();
     if (!stat) return stat.error();
     return v2_memory_bytes(*stat);
   }
   if (!v1_dir_.empty()) {
-    auto stat = procfs::read_kernel_file(v1_dir_ + "/memory.stat");
+    auto stat = stat_->read();
     if (!stat) return stat.error();
     std::optional<std::uint64_t> kmem;
+    if (!kmem_)
+      kmem_ = std::make_unique<procfs::kernel_file>(v1_dir_ + "/memory.kmem.usage_in_bytes");
     // Absent where the kernel has no v1 kmem accounting: anonymous memory alone then.
-    if (auto k = procfs::read_kernel_file(v1_dir_ + "/memory.kmem.usage_in_bytes")) {
+    if (auto k = kmem_->read()) {
       if (const auto v = parse_pids(*k); v.size() == 1) kmem = static_cast<std::uint64_t>(v[0]);
     }
     return v1_memory_bytes(*stat, kmem);
@@ -226,6 +234,9 @@ result<int> job_cgroup::kill_all(std::chrono::milliseconds wait) const {
 }
 
 status job_cgroup::remove() const {
+  // Our open files would hold the removed cgroup's kernel objects until we closed them.
+  stat_.reset();
+  kmem_.reset();
   for (const auto& dir : {v2_dir_, v1_dir_}) {
     if (dir.empty()) continue;
     if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "os/posix/proc_stat.h"
 
 namespace baton::os::cgroup {
 
@@ -62,6 +63,8 @@ class job_cgroup {
   std::string tracking_dir() const { return v2_dir_.empty() ? v1_dir_ : v2_dir_; }
   std::string name_, v2_dir_, v1_dir_;
   bool v2_memory_;
+  // Kept open: memory_bytes() runs at every RSS sample of every job (procfs::kernel_file).
+  mutable std::unique_ptr<procfs::kernel_file> stat_, kmem_;
 };
 
 // The cgroup for job group `group` below `h`, created when missing. One that exists may hold a

@@ -37,6 +37,39 @@ result<std::string> read_kernel_file(const std::string& path, int* err_out) {
   return out;
 }
 
+kernel_file::~kernel_file() { close_fd(); }
+
+void kernel_file::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+result<std::string_view> kernel_file::read(int* err_out) {
+  auto fail = [&](const char* what, int err) -> result<std::string_view> {
+    close_fd();
+    if (err_out != nullptr) *err_out = err;
+    return make_error(std::string(what) + " " + path_ + ": " + std::strerror(err));
+  };
+  if (fd_ < 0) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return fail("open", errno);
+  }
+  if (buf_.size() < 4096) buf_.resize(4096);
+  std::size_t used = 0;
+  for (;;) {
+    if (used == buf_.size()) buf_.resize(buf_.size() * 2);
+    const ssize_t n =
+        ::pread(fd_, buf_.data() + used, buf_.size() - used, static_cast<off_t>(used));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail("read", errno);
+    }
+    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  return std::string_view(buf_.data(), used);
+}
+
 namespace {
 
 // Next space-separated field of `s`, advancing it.

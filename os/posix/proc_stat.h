@@ -17,6 +17,29 @@ namespace baton::os::procfs {
 // `err_out`, when given, receives errno on failure.
 result<std::string> read_kernel_file(const std::string& path, int* err_out = nullptr);
 
+// One kernel file kept open and read again from its start at each read(): a sampler that reads
+// the same cgroup or /proc file several times a second saves the open and close each time (the
+// kernel regenerates a seq_file's text when it is read from offset 0). Not copyable; the fd is
+// closed with the object. A file that went away (its cgroup removed, its process gone) fails
+// read() with the kernel's error, and the next read() opens it again.
+class kernel_file {
+ public:
+  explicit kernel_file(std::string path) : path_(std::move(path)) {}
+  ~kernel_file();
+  kernel_file(const kernel_file&) = delete;
+  kernel_file& operator=(const kernel_file&) = delete;
+
+  // The whole file now; valid until the next read(). `err_out` as for read_kernel_file.
+  result<std::string_view> read(int* err_out = nullptr);
+  const std::string& path() const { return path_; }
+
+ private:
+  void close_fd();
+  std::string path_;
+  int fd_ = -1;
+  std::string buf_;
+};
+
 struct proc_entry {
   std::int64_t pid = 0;
   std::int64_t ppid = 0;

@@ -1,9 +1,12 @@
 #include "os/posix/proc_stat.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <csignal>
+#include <vector>
 
 namespace procfs = baton::os::procfs;
 
@@ -70,4 +73,51 @@ TEST_CASE("list_processes and rss_bytes_of see this process", "[integration][pro
   REQUIRE(rss);
   CHECK(*rss > 0);
   CHECK_FALSE(procfs::rss_bytes_of(-1));
+}
+
+TEST_CASE("a kept-open kernel file reads fresh text each time, and reopens once gone",
+          "[integration][procfs]") {
+  procfs::kernel_file statm("/proc/self/statm");
+  auto resident = [&] {
+    auto text = statm.read();
+    REQUIRE(text);
+    auto pages = procfs::parse_statm_resident_pages(*text);
+    REQUIRE(pages);
+    return *pages;
+  };
+  const auto before = resident();
+  // 64 MiB touched: the same descriptor must see it, not the text of the first read.
+  std::vector<char> block(64 << 20);
+  for (std::size_t i = 0; i < block.size(); i += 4096) block[i] = static_cast<char>(i);
+  const auto after = resident();
+  CHECK(after >= before + (60 << 20) / static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+  CHECK(block[4096] == static_cast<char>(4096));
+
+  // A file as long as several buffers is read whole (the first read fills 4 KiB).
+  procfs::kernel_file maps("/proc/self/maps");
+  auto whole = procfs::read_kernel_file("/proc/self/maps");
+  REQUIRE(whole);
+  auto kept = maps.read();
+  REQUIRE(kept);
+  CHECK(kept->size() > 4096);
+  CHECK(kept->find("[stack]") != std::string_view::npos);
+
+  // A child's file: gone with the child, then an error naming it (and no stale text).
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  REQUIRE(child > 0);
+  procfs::kernel_file theirs("/proc/" + std::to_string(child) + "/statm");
+  REQUIRE(theirs.read());
+  ::kill(child, SIGKILL);
+  int st = 0;
+  REQUIRE(::waitpid(child, &st, 0) == child);
+  int err = 0;
+  auto gone = theirs.read(&err);
+  REQUIRE_FALSE(gone);
+  CHECK(err == ESRCH);
+  CHECK_THAT(gone.error().message, Catch::Contains(theirs.path()));
+  CHECK_FALSE(theirs.read());  // opened again: there is nothing to open
 }
