@@ -208,6 +208,7 @@ job_history::job_history(os::env& e, fs::path file, history_limits limits, bool 
 job_history::job_history(job_history&&) noexcept = default;
 job_history& job_history::operator=(job_history&&) noexcept = default;
 job_history::~job_history() {
+  (void)flush();  // nowhere to report it: the job is at rest, and memory held the entries
   if (out_) (void)out_->close();
 }
 
@@ -344,30 +345,49 @@ void job_history::push_event(history_event ev) {
   while (events_.size() > limits_.max_events) events_.pop_front();
 }
 
-status job_history::append_line(const json& j) {
+status job_history::append_line(const json& j, std::int64_t t_ms) {
   if (!writable_) return {};
   if (appended_since_compaction_ >= limits_.compact_after_bytes) return compact();
+  if (pending_.empty()) {
+    pending_since_ms_ = t_ms;
+    if (need_newline_) pending_ += '\n';
+    need_newline_ = false;
+  }
+  const auto before = pending_.size();
+  pending_ += j.dump();
+  pending_ += '\n';
+  appended_since_compaction_ += pending_.size() - before;
+  if (pending_.size() >= limits_.flush_bytes ||
+      t_ms - pending_since_ms_ >= limits_.flush_after_ms) {
+    return flush();
+  }
+  return {};
+}
+
+status job_history::flush() {
+  if (!writable_ || pending_.empty()) return {};
+  std::string text = std::move(pending_);
+  pending_.clear();
   if (!out_) {
     auto f = env_->new_appendable_file(file_);
     if (!f) return with_context("history " + file_.string(), f.error());
     out_ = std::move(*f);
   }
-  std::string line = need_newline_ ? "\n" : "";
-  line += j.dump();
-  line += '\n';
-  if (auto s = out_->append(line); !s) {
-    // The handle may be broken: the next entry opens the file again.
+  if (auto s = out_->append(text); !s) {
+    // The handle may be broken: the next flush opens the file again. What it held is lost from
+    // the file (a torn line at worst, skipped at load); memory keeps every entry.
     out_.reset();
+    need_newline_ = true;
     return with_context("history " + file_.string(), s.error());
   }
-  need_newline_ = false;
-  file_bytes_ += line.size();
-  appended_since_compaction_ += line.size();
+  file_bytes_ += text.size();
   return {};
 }
 
 status job_history::compact() {
   if (!writable_) return {};
+  // The in-memory state written below holds every pending entry too.
+  pending_.clear();
   if (out_) {
     (void)out_->close();  // the rename below replaces the file this handle writes to
     out_.reset();
@@ -406,7 +426,7 @@ status job_history::add_rss(std::int64_t t_ms, std::int64_t pid, std::int64_t sh
   json j = to_json(r);
   j["type"] = "rss";
   push_rss(r, 0);
-  return append_line(j);
+  return append_line(j, t_ms);
 }
 
 status job_history::add_progress(std::int64_t t_ms, std::int64_t step, std::int64_t epoch,
@@ -422,7 +442,7 @@ status job_history::add_progress(std::int64_t t_ms, std::int64_t step, std::int6
   json j = to_json(p);
   j["type"] = "progress";
   push_progress(std::move(p), 0);
-  return append_line(j);
+  return append_line(j, t_ms);
 }
 
 status job_history::add_event(std::int64_t t_ms, history_event_kind kind, std::int64_t pid,
@@ -440,7 +460,9 @@ status job_history::add_event(std::int64_t t_ms, history_event_kind kind, std::i
   json j = to_json(e);
   j["type"] = "event";
   push_event(std::move(e));
-  return append_line(j);
+  // Events are few and say what happened to the job: written at once, with what was pending.
+  if (auto a = append_line(j, t_ms); !a) return a;
+  return flush();
 }
 
 status note_state_change(job_history& h, job_state before, const job_record& after,

@@ -76,11 +76,54 @@ TEST_CASE("a history of 10^6 progress reports and 10^5 RSS samples stays under 2
   CHECK(seen == peak_by_pid);
   for (std::size_t i = 1; i < p.rss.size(); ++i) REQUIRE(p.rss[i - 1].seq < p.rss[i].seq);
 
-  // The file holds what memory holds.
+  // The file holds what memory holds, once the pending batch is written.
+  REQUIRE(h.flush());
+  CHECK(e.files().at(file.generic_string()).size() == h.file_bytes());
   auto back = job_history::load(e, file);
   REQUIRE(back);
   CHECK(back->load_notes().empty());
   CHECK(to_json(back->page(0)) == to_json(p));
+}
+
+TEST_CASE("samples are written in batches of a second, events and the end at once",
+          "[unit][job_history]") {
+  baton::os::mem_env e;
+  auto on_disk = [&] {
+    auto back = job_history::load(e, file);
+    REQUIRE(back);
+    CHECK(back->load_notes().empty());
+    return back->last_seq();
+  };
+  {
+    auto h = open_history(e);
+    REQUIRE(h.add_rss(1000, 7, 0, 0, 100));
+    REQUIRE(h.add_progress(1100, 1, 0, 0.5, {}));
+    REQUIRE(h.add_rss(1999, 7, 0, 1, 110));
+    CHECK(on_disk() == 0);  // the batch is younger than a second
+    CHECK(h.file_bytes() == 0);
+    REQUIRE(h.add_progress(2000, 2, 0, 0.4, {}));
+    CHECK(on_disk() == 4);  // a second old: written, all four
+    REQUIRE(h.add_rss(2100, 7, 0, 2, 120));
+    CHECK(on_disk() == 4);
+    // An event goes out at once, with the samples before it.
+    REQUIRE(h.add_event(2200, history_event_kind::recycle, 7, 0, 2, "memory_soft"));
+    CHECK(on_disk() == 6);
+    REQUIRE(h.add_rss(2300, 8, 1, 2, 90));
+    CHECK(on_disk() == 6);
+  }
+  CHECK(on_disk() == 7);  // the history's end writes what was pending
+
+  // A batch is also written once it is large, however young.
+  history_limits small;
+  small.flush_bytes = 1000;
+  auto h = open_history(e, small);
+  int written_at = 0;
+  for (int i = 1; i <= 100 && written_at == 0; ++i) {
+    REQUIRE(h.add_rss(5000, 9, 2, i, 1000));
+    if (on_disk() > 7) written_at = i;
+  }
+  CHECK(written_at > 1);
+  CHECK(written_at < 30);
 }
 
 TEST_CASE("the since cursor returns only newer entries and the next cursor",
@@ -141,6 +184,7 @@ TEST_CASE("a torn last line is ignored with a note, and the file is clean after 
   CHECK(h->last_seq() == 2);
   CHECK(h->page(0).rss.size() == 1);
   REQUIRE(h->add_rss(4, 7, 0, 1, 200));
+  REQUIRE(h->flush());
 
   auto again = job_history::load(e, file);
   REQUIRE(again);
@@ -192,6 +236,7 @@ TEST_CASE("compaction keeps the bounded state and later appends replay onto it",
   // About 100 KB were appended in all; compaction kept the file to the bounded state and less
   // than compact_after_bytes on top.
   CHECK(h.file_bytes() < 12000);
+  REQUIRE(h.flush());
   auto back = job_history::load(e, file, small);
   REQUIRE(back);
   CHECK(back->load_notes().empty());
