@@ -176,6 +176,9 @@ void daemon::impl::start_runner(const std::string& id) {
     auto self = weak.lock();
     if (!self) return;
     self->newest_progress_id = id;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - self->progress_published < std::chrono::seconds(1)) return;
+    self->progress_published = now;
     self->publish_status();
   };
   if (!j.history) {

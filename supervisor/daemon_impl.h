@@ -8,6 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -72,6 +73,9 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   bool finished = false;
   std::string last_status;
   std::string newest_progress_id;  // the running job that last reported anything
+  // When a worker's report last refreshed the status line: reports come many times a second
+  // per job, the line (sd_notify STATUS=, a datagram) at most once a second from them.
+  std::chrono::steady_clock::time_point progress_published = {};
   std::int64_t started_ms;
 
   // ----- lifecycle (daemon.cpp) ----------------------------------------------------------
