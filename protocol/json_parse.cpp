@@ -141,6 +141,56 @@ class guard_sax {
   json_scan scan_;
 };
 
+// guard_sax's checks while nlohmann's own DOM builder builds the document: one pass over the
+// text instead of a scan and then a parse. The guard sees every event first and stops the
+// parse at its first fault, before the builder takes the value.
+class building_sax {
+ public:
+  building_sax(guard_sax& guard, json& out)
+      : guard_(guard), dom_(out, /*allow_exceptions=*/false) {}
+
+  bool null() { return guard_.null() && dom_.null(); }
+  bool boolean(bool v) { return guard_.boolean(v) && dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) {
+    return guard_.number_integer(v) && dom_.number_integer(v);
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    return guard_.number_unsigned(v) && dom_.number_unsigned(v);
+  }
+  bool number_float(json::number_float_t v, const std::string& s) {
+    return guard_.number_float(v, s) && dom_.number_float(v, s);
+  }
+  bool string(std::string& v) { return guard_.string(v) && dom_.string(v); }
+  bool binary(json::binary_t& v) { return guard_.binary(v) && dom_.binary(v); }
+  bool start_object(std::size_t n) { return guard_.start_object(n) && dom_.start_object(n); }
+  bool start_array(std::size_t n) { return guard_.start_array(n) && dom_.start_array(n); }
+  bool end_object() { return guard_.end_object() && dom_.end_object(); }
+  bool end_array() { return guard_.end_array() && dom_.end_array(); }
+  bool key(std::string& k) { return guard_.key(k) && dom_.key(k); }
+  bool parse_error(std::size_t position, const std::string& last,
+                   const nlohmann::detail::exception& e) {
+    return guard_.parse_error(position, last, e);
+  }
+
+ private:
+  guard_sax& guard_;
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+};
+
+json_scan finish_scan(std::string_view text, const json_limits& limits, guard_sax& sax, bool ok) {
+  const bool too_deep = sax.too_deep();
+  json_scan scan = sax.take();
+  if (too_deep) {
+    scan.fault = fault_of(json_fault::kind::too_deep, depth_overflow_offset(text, limits.max_depth),
+                          limits.max_depth);
+  } else if (!ok && !scan.fault) {
+    // sax_parse reports every failure through parse_error; this is a guard, not a path.
+    scan.fault = fault_of(json_fault::kind::syntax, 0, 0);
+    scan.fault->reason = "invalid JSON";
+  }
+  return scan;
+}
+
 }  // namespace
 
 std::string printable(std::string_view s) {
@@ -169,16 +219,24 @@ json_scan scan_json(std::string_view text, const json_limits& limits) {
   guard_sax sax(limits);
   const bool ok = json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json,
                                   /*strict=*/true);
-  const bool too_deep = sax.too_deep();
-  json_scan scan = sax.take();
-  if (too_deep) {
-    scan.fault = fault_of(json_fault::kind::too_deep, depth_overflow_offset(text, limits.max_depth),
-                          limits.max_depth);
-  } else if (!ok && !scan.fault) {
-    // sax_parse reports every failure through parse_error; this is a guard, not a path.
-    scan.fault = fault_of(json_fault::kind::syntax, 0, 0);
-    scan.fault->reason = "invalid JSON";
+  return finish_scan(text, limits, sax, ok);
+}
+
+json_scan scan_and_build_json(std::string_view text, const json_limits& limits,
+                              nlohmann::json& out) {
+  out = nullptr;
+  if (text.size() > limits.max_bytes) {
+    json_scan scan;
+    scan.fault = fault_of(json_fault::kind::too_large, text.size(), limits.max_bytes);
+    return scan;
   }
+  guard_sax guard(limits);
+  building_sax sax(guard, out);
+  const bool ok = json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json,
+                                  /*strict=*/true);
+  json_scan scan = finish_scan(text, limits, guard, ok);
+  // A document cut short by a fault is half built: nothing of it is handed out.
+  if (!scan.clean()) out = nullptr;
   return scan;
 }
 

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "base/status.h"
@@ -58,6 +59,11 @@ struct json_scan {
 
 json_scan scan_json(std::string_view text, const json_limits& limits);
 
+// scan_json and the build in one pass over the text, for nlohmann::json (the hot path: every
+// worker line goes through it). `out` is the document when the scan is clean, else null.
+json_scan scan_and_build_json(std::string_view text, const json_limits& limits,
+                              nlohmann::json& out);
+
 // "line L, column C (byte N)" for a 0-based byte offset, counting bytes, not characters.
 std::string line_column(std::string_view text, std::size_t offset);
 
@@ -75,9 +81,16 @@ std::string short_message(const json_fault& f, std::size_t base_offset = 0);
 template <class Json = nlohmann::json>
 result<Json> parse_json_guarded(std::string_view text, std::size_t max_depth,
                                 std::size_t base_offset = 0) {
-  const json_scan scan = scan_json(text, json_limits{.max_depth = max_depth});
-  if (scan.fault) return make_error(short_message(*scan.fault, base_offset));
-  return build_scanned_json<Json>(text);
+  if constexpr (std::is_same_v<Json, nlohmann::json>) {
+    Json out;
+    const json_scan scan = scan_and_build_json(text, json_limits{.max_depth = max_depth}, out);
+    if (scan.fault) return make_error(short_message(*scan.fault, base_offset));
+    return out;
+  } else {
+    const json_scan scan = scan_json(text, json_limits{.max_depth = max_depth});
+    if (scan.fault) return make_error(short_message(*scan.fault, base_offset));
+    return build_scanned_json<Json>(text);
+  }
 }
 
 }  // namespace baton::protocol

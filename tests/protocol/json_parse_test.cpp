@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 using namespace baton::protocol;
 
@@ -91,4 +92,50 @@ TEST_CASE("line_column counts lines from 1 and clamps past the end", "[unit][jso
   CHECK(line_column("ab\ncd", 0) == "line 1, column 1 (byte 0)");
   CHECK(line_column("ab\ncd", 4) == "line 2, column 2 (byte 4)");
   CHECK(line_column("ab", 99) == "line 1, column 3 (byte 2)");
+}
+
+TEST_CASE("the one-pass build finds what the scan finds and builds what the parse builds",
+          "[unit][json_parse]") {
+  const std::vector<std::string> docs = {
+      R"({"a": [1, {"b": null}], "c": "d"})",
+      R"({"type":"progress","step":12,"loss":0.25,"metrics":{"acc":0.5}})",
+      R"([1.5e300, -0, "\u00e9", true, false, null, {}, []])",
+      R"({"a": 1, "a": 2})",
+      R"({"x": {"y": 1, "z": {"y": 2, "y": 3}}})",
+      R"({"a": [1, 2,]})",
+      R"({"a": 1} trailing)",
+      "{\"a\": \"\xff\"}",
+      "",
+      "   ",
+      nested(8),
+      nested(9),
+      std::string(100000, '['),
+      R"("just a string")",
+      "12345678901234567890123",
+  };
+  for (const auto& text : docs) {
+    INFO(text.substr(0, 60));
+    for (const std::size_t depth : {std::size_t{8}, std::size_t{64}}) {
+      const json_limits limits{.max_bytes = 50000, .max_depth = depth};
+      const auto scan = scan_json(text, limits);
+      nlohmann::json built = 42;
+      const auto one = scan_and_build_json(text, limits, built);
+      CHECK(one.clean() == scan.clean());
+      if (scan.fault) {
+        REQUIRE(one.fault);
+        CHECK(one.fault->what == scan.fault->what);
+        CHECK(one.fault->offset == scan.fault->offset);
+        CHECK(short_message(*one.fault) == short_message(*scan.fault));
+        CHECK(built.is_null());
+      } else {
+        CHECK(built == build_scanned_json(text));
+      }
+    }
+  }
+  auto progress = parse_json_guarded(R"({"step": 3, "metrics": {"acc": 0.5}})", 4);
+  REQUIRE(progress);
+  CHECK(progress->at("metrics").at("acc") == 0.5);
+  auto dup = parse_json_guarded(R"({"step": 3, "step": 4})", 4);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().message == "duplicate key \"step\"");
 }
