@@ -114,10 +114,12 @@ class step {
     emit(act::persist{});
   }
 
-  // Next worker after one that ended without failing (shard done, memory recycle): at once,
-  // unless the last spawn was under min_restart_interval_ms ago.
-  void restart_clean(std::int64_t now_ms) {
-    const auto wait = restart_floor(now_ms);
+  // Next worker after one that ended without failing (shard done, memory recycle): at once.
+  // The spawn floor (min_restart_interval_ms since the last spawn) guards against a respawn
+  // loop, and a worker that got a new checkpoint out is not one: each of its turns moved the
+  // job on. Short shards of a fast trainer would otherwise wait up to a second each.
+  void restart_clean(std::int64_t now_ms, bool progressed) {
+    const auto wait = progressed ? 0 : restart_floor(now_ms);
     if (wait > 0) {
       leave_worker(job_state::waiting);
       emit(act::start_timer{timer_kind::restart, wait});
@@ -276,9 +278,9 @@ void on_exit(step& t, const ev::worker_exited& e) {
                    " without a new checkpoint: raise memory.hard_limit_mib");
         return;
       }
-      t.restart_clean(e.now_ms);  // a recycle is the plan working, never a crash
+      t.restart_clean(e.now_ms, progressed);  // a recycle is the plan working, never a crash
     } else if (cause == exit_cause::memory_soft || cause == exit_cause::memory_budget) {
-      t.restart_clean(e.now_ms);
+      t.restart_clean(e.now_ms, progressed);
     } else {
       t.fail(cause == exit_cause::stalled ? "stalled" : "crashed", detail, e.now_ms);
     }
@@ -299,12 +301,12 @@ void on_exit(step& t, const ev::worker_exited& e) {
     // Exit 3 after `done` is the protocol's "stopped cleanly after a checkpoint": somebody else
     // (an admin's SIGTERM) stopped it. Nothing was lost, so it is not a crash.
     t.emit(act::record_exit{exit_cause::stopped, e.status, "stopped by a signal from outside"});
-    t.restart_clean(e.now_ms);
+    t.restart_clean(e.now_ms, progressed);
     return;
   }
   if (clean) {
     t.emit(act::record_exit{exit_cause::completed, e.status, {}});
-    t.restart_clean(e.now_ms);  // shard done: the next worker resumes from its checkpoint
+    t.restart_clean(e.now_ms, progressed);  // shard done: resumes from its checkpoint
     return;
   }
   std::string detail = e.status.describe();

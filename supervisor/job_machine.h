@@ -248,7 +248,8 @@ struct machine_settings {
   protocol::memory_spec memory;
   protocol::restart_spec restart;
   protocol::worker_spec worker;
-  std::int64_t min_restart_interval_ms = 1000;  // s6: at least 1 s between two spawns
+  // s6: at least 1 s between two spawns, unless the last worker got a new checkpoint out.
+  std::int64_t min_restart_interval_ms = 1000;
 
   static machine_settings from(const protocol::job_spec& spec);
 };

@@ -60,15 +60,16 @@ const std::map<std::string, std::function<machine()>>& setups() {
              .on(ev::checkpoint_verified{20})
              .on(ev::rss_sample{1100 * mib});
        }},
-      // A shard done 500 ms after its spawn: 500 ms to go before the next one.
+      // A worker killed at the hard limit 500 ms after its spawn, before any checkpoint: no
+      // progress, so the spawn floor holds, 500 ms to go before the next one.
       {"waiting",
        [] {
          return machine{}
              .on(ev::start_requested{})
              .on(ev::worker_spawned{1000})
              .on(ev::hello{})
-             .on(ev::checkpoint_verified{20})
-             .on(ev::worker_exited{exit_status::exited(0), done_msg{20, false}, 1500});
+             .on(ev::rss_sample{1600 * mib})
+             .on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 1500});
        }},
       // One crash at step 20.
       {"backoff",

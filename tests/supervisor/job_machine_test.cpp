@@ -68,7 +68,7 @@ TEST_CASE("start, hello, progress and checkpoints", "[unit][job_machine]") {
   CHECK(d.last.ignored);
 }
 
-TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][job_machine]") {
+TEST_CASE("shard done: next worker at once, however short the shard", "[unit][job_machine]") {
   driver d;
   d.run_worker(1000);
   d.on(ev::checkpoint_verified{100});
@@ -81,11 +81,21 @@ TEST_CASE("shard done: next worker at once, or after the 1 s floor", "[unit][job
   d.on(ev::worker_spawned{6000});
   d.on(ev::hello{});
   d.on(ev::checkpoint_verified{200});
+  // 400 ms after its spawn: the floor is for respawn loops, and a worker that checkpointed is
+  // not one, so the next starts at once.
   a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{200, false}, 6400});
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
-                     "record_exit{completed,exit code 0,}", "start_timer{restart,600}", "persist"});
-  CHECK(d.phase() == "waiting");  // a planned gap, not a backoff after a failure
-  CHECK(d.on(ev::restart_due{}) == strings{"spawn_worker"});
+                     "record_exit{completed,exit code 0,}", "persist", "spawn_worker"});
+  CHECK(d.phase() == "starting");
+
+  // A soft-limit recycle with a new checkpoint, 300 ms after its spawn: at once too.
+  d.on(ev::worker_spawned{7000});
+  d.on(ev::hello{});
+  CHECK(d.on(ev::rss_sample{1001 * mib})[0] == "send_stop");
+  d.on(ev::checkpoint_verified{250});
+  a = d.on(ev::worker_exited{exit_status::exited(0), done_msg{250, false}, 7300});
+  CHECK(a.back() == "spawn_worker");
+  CHECK(d.phase() == "starting");
 }
 
 // An exit that says the job has `total` steps.
@@ -146,9 +156,12 @@ TEST_CASE("hard limit: kill at once, recycle", "[unit][job_machine]") {
   CHECK(d.phase() == "stopping");
   CHECK(d.on(ev::rss_sample{1700 * mib}).empty());
   auto a = d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 500});
+  // Killed before any checkpoint, 500 ms after its spawn: no progress, so the spawn floor holds
+  // (a planned gap, shown as waiting, not a backoff after a failure).
   CHECK(a == strings{"cancel_timer{stall}", "cancel_timer{grace}",
                      "record_exit{memory_hard,signal 9,}", "start_timer{restart,500}", "persist"});
   CHECK(d.phase() == "waiting");
+  CHECK(d.on(ev::restart_due{}) == strings{"spawn_worker"});
   CHECK(d.job.consecutive_failures == 0);
   CHECK(d.s.backoff_attempt == 0);
 }
