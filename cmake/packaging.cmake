@@ -28,6 +28,44 @@ if(BATON_NATIVE)
                  "configure with -DBATON_NATIVE=OFF for a portable package")
 endif()
 
+# Generated at build time from the two CLI11 apps (cli_docs/): baton(1) and baton-worker(1), the
+# bash and zsh completions. POSIX only: the Windows build has no man pages, and a cross build
+# cannot run the binaries it makes.
+if(UNIX AND NOT CMAKE_CROSSCOMPILING)
+  set(baton_docs_dir ${PROJECT_BINARY_DIR}/docs)
+  file(MAKE_DIRECTORY ${baton_docs_dir})
+  set(baton_generate ${PROJECT_SOURCE_DIR}/cmake/generate_file.cmake)
+  set(baton_docs_outputs)
+  function(baton_generated out command_target gzip)
+    set(command ${ARGN})
+    list(JOIN command "|" command_arg)
+    add_custom_command(
+      OUTPUT ${baton_docs_dir}/${out}
+      COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command_arg}" -DOUT=${baton_docs_dir}/${out}
+              -DGZIP=${gzip} -P ${baton_generate}
+      DEPENDS ${command_target} ${baton_generate}
+      COMMENT "Generating ${out} from the command line definition"
+      VERBATIM)
+    set(baton_docs_outputs ${baton_docs_outputs} ${baton_docs_dir}/${out} PARENT_SCOPE)
+  endfunction()
+  baton_generated(baton.1.gz baton ON $<TARGET_FILE:baton> __generate man)
+  baton_generated(baton-worker.1.gz baton-worker ON $<TARGET_FILE:baton-worker> --generate-man)
+  baton_generated(baton.bash baton OFF $<TARGET_FILE:baton> __generate bash)
+  baton_generated(_baton baton OFF $<TARGET_FILE:baton> __generate zsh)
+  # Part of ALL: cpack installs from the build tree without building it first.
+  add_custom_target(baton_cli_docs_files ALL DEPENDS ${baton_docs_outputs})
+  install(FILES ${baton_docs_dir}/baton.1.gz ${baton_docs_dir}/baton-worker.1.gz
+          DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  install(FILES ${baton_docs_dir}/baton.bash RENAME baton
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/bash-completion/completions)
+  install(FILES ${baton_docs_dir}/_baton
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/zsh/vendor-completions)
+  if(TARGET baton_integration_tests)
+    add_dependencies(baton_integration_tests baton_cli_docs_files)
+    target_compile_definitions(baton_integration_tests PRIVATE BATON_DOCS_DIR="${baton_docs_dir}")
+  endif()
+endif()
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME baton)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
