@@ -1,4 +1,4 @@
-# Install rules and the Debian package (cpack -G DEB): the two executables, the systemd unit, a
+# Install rules and the Debian package (cpack -G DEB): the two executables, the systemd units, a
 # default settings file kept as a conffile, the docs, and maintainer scripts that create the
 # `baton` system user. Included once from the root CMakeLists.txt, after every target exists.
 include(GNUInstallDirs)
@@ -9,6 +9,9 @@ set(BATON_DEB_MAINTAINER "baton developers <baton-dev@lists.example.org>")
 install(TARGETS baton baton-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/baton.service
         DESTINATION lib/systemd/system)
+# The per-user unit (systemctl --user), for a user's own daemon without root.
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/user/baton.service
+        DESTINATION lib/systemd/user)
 # Absolute: /etc whatever the prefix, which is where the unit's ExecStart looks.
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/settings.json DESTINATION /etc/baton)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/supervisor/DAEMON.md

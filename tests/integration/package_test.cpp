@@ -79,6 +79,7 @@ TEST_CASE("cpack builds a Debian package with binaries, unit, settings and scrip
   CHECK(contains(contents.out, " ./usr/bin/baton\n"));
   CHECK(contains(contents.out, " ./usr/bin/baton-worker\n"));
   CHECK(contains(contents.out, " ./usr/lib/systemd/system/baton.service\n"));
+  CHECK(contains(contents.out, " ./usr/lib/systemd/user/baton.service\n"));
   CHECK(contains(contents.out, " ./etc/baton/settings.json\n"));
   CHECK(contains(contents.out, " ./usr/share/doc/baton/README.md\n"));
   CHECK(contains(contents.out, " ./usr/share/doc/baton/deploy.md\n"));
