@@ -177,7 +177,8 @@ TEST_CASE("the bash completion completes commands, flags and job ids", "[integra
   fs::remove_all(dir);
 }
 
-TEST_CASE("the zsh completion parses", "[integration][docs]") {
+TEST_CASE("the zsh completion parses and hands zsh commands, flags and job ids",
+          "[integration][docs]") {
   // zsh comes with scripts/setup.sh: missing, this fails rather than passes untested.
   REQUIRE(have("zsh"));
   const auto file = docs_dir / "_baton";
@@ -193,6 +194,42 @@ TEST_CASE("the zsh completion parses", "[integration][docs]") {
   auto rb = run_process({"zsh", "-n", broken.string()}, {}, log);
   CHECK(rb.status != exit_status::exited(0));
   fs::remove(broken);
+
+  // Completing for real needs zsh's line editor; stand-ins for _describe, compadd and _files
+  // print what the script hands them, which is the script's whole job.
+  const auto dir = fs::temp_directory_path() / "baton-zsh-completion";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto fake = dir / "baton";
+  std::ofstream(fake) << "#!/bin/sh\n[ \"$1 $2\" = \"list --json\" ] && printf '%s\\n' "
+                      << "'{' '  \"jobs\": [' '    {' '      \"id\": \"job-a\"' '    }' ']}'\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  const auto log2 = dir / "zsh.stderr";
+  auto r2 =
+      run_process({"zsh", "-f", "-c",
+                   "_describe() { shift 3; print -r -- \"describe: ${(j:|:)${(@P)1}}\"; }\n"
+                   "compadd() { [[ $1 == -a ]] && print -r -- \"compadd: ${(j: :)${(@P)2}}\"; }\n"
+                   "_files() { print files; }\n"
+                   "source '" +
+                       file.string() +
+                       "' >/dev/null\n"
+                       "PATH='" +
+                       dir.string() +
+                       ":'\"$PATH\"\n"
+                       "words=(baton st); CURRENT=2; _baton\n"
+                       "words=(baton run --); CURRENT=3; _baton\n"
+                       "words=(baton run --state-dir ''); CURRENT=4; _baton\n"
+                       "words=(baton status ''); CURRENT=3; _baton\n"},
+                  {}, log2);
+  INFO("stdout:\n" << r2.out << "stderr:\n" << read_text(log2));
+  CHECK(r2.status == exit_status::exited(0));
+  CHECK(contains(r2.out, "describe: validate:"));
+  CHECK(contains(r2.out, "|status:Show a job"));
+  CHECK(contains(r2.out, "|--fresh:Discard"));
+  CHECK(contains(r2.out, "\nfiles\n"));  // the value of --state-dir
+  CHECK(contains(r2.out, "compadd: job-a\n"));
+  CHECK(read_text(log2).empty());
+  fs::remove_all(dir);
   fs::remove(log);
 }
 
