@@ -16,6 +16,8 @@ BATON_PACKAGES=(
   python3-pytest python3-xxhash python3-numpy python3-torch  # tests/python, the PyTorch example
   curl  # the control-socket tests talk to the daemon as a user would
   systemd  # systemd-analyze, for the unit's verify test; nothing here needs systemd as PID 1
+  lintian man-db  # the package test runs lintian on the .deb; the docs test renders the man pages
+  zsh  # `zsh -n` on the generated completion (bash is already there)
   prometheus  # promtool checks /metrics; the Prometheus test scrapes a daemon with the real server
   chromium  # the dashboard test drives it headless (tests/integration/dashboard_test.cpp)
 )

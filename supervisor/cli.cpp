@@ -14,6 +14,7 @@
 #include "protocol/version.h"
 #include "supervisor/checkpoint_command.h"
 #include "supervisor/client_command.h"
+#include "supervisor/docs_command.h"
 #include "supervisor/run_command.h"
 #include "supervisor/serve_command.h"
 #include "supervisor/service_command.h"
@@ -49,7 +50,9 @@ std::string unknown_word_text(std::string_view word, const std::vector<std::stri
 
 std::vector<std::string> subcommand_names(const CLI::App& app) {
   std::vector<std::string> names;
-  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+  // Not the hidden ones (empty group, e.g. __generate): a typo should not be told about them.
+  for (const auto* sub :
+       app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
     names.push_back(sub->get_name());
   }
   return names;
@@ -125,9 +128,7 @@ void add_validate_command(CLI::App& app, cli_context& ctx) {
   });
 }
 
-int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
-  CLI::App app("baton: keeps long training runs alive by sharding them across fresh workers",
-               "baton");
+void add_baton_commands(CLI::App& app, cli_context& ctx) {
   app.set_version_flag("--version", "baton " + std::string(protocol::version()) + " (commit " +
                                         std::string(protocol::build_commit()) + ")");
   app.require_subcommand(1);
@@ -138,7 +139,6 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   // "/jobs/a.json" would be rejected there; baton's options are "--name" on every platform.
   // Set before the subcommands are added: each copies it from its parent when created.
   app.allow_windows_style_options(false);
-  cli_context ctx{out, err, os::env::default_env()};
   add_validate_command(app, ctx);
   add_run_command(app, ctx);
   add_serve_command(app, ctx);
@@ -154,6 +154,13 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   add_dashboard_command(app, ctx);
   add_service_command(app, ctx);
   add_checkpoint_command(app, ctx);
+  add_docs_command(app, ctx);  // last: it documents every command above
+}
+
+int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app(baton_app_description, "baton");
+  cli_context ctx{out, err, os::env::default_env()};
+  add_baton_commands(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

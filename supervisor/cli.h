@@ -35,6 +35,13 @@ struct cli_context {
 // `baton validate CONFIG`: prints the job with every default filled, or every error (exit 2).
 void add_validate_command(CLI::App& app, cli_context& ctx);
 
+inline constexpr const char* baton_app_description =
+    "baton: keeps long training runs alive by sharding them across fresh workers";
+
+// Sets up `app` as the whole baton command line (version flag, footer, every verb): run_cli's
+// app, and the one tests and the man page generator walk.
+void add_baton_commands(CLI::App& app, cli_context& ctx);
+
 // Parses argv, runs the chosen verb and returns the process exit code. Bad input never throws.
 int run_cli(int argc, char** argv);
 int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_docs/cli_docs.h"
 #include "os/env.h"
 #include "os/stop_signal.h"
 #include "os/system.h"
@@ -252,8 +253,21 @@ result<command_line> parse_command_line(int argc, const char* const* argv,
                            std::string("stop after this many steps in this process (default: $") +
                                max_steps_env + ")")
                 ->check(CLI::PositiveNumber);
+  // Hidden (empty group): the build writes baton-worker(1) from this very app with it.
+  bool man = false;
+  app.add_flag("--generate-man", man, "print the man page")->group("");
   try {
     app.parse(argc, argv);
+    if (man) {
+      cli_docs::man_info info;
+      info.version = "baton-worker " + std::string(protocol::version());
+      info.manual = "baton manual";
+      info.footer =
+          "0 shard or job done, 1 runtime error, 2 bad command line, job, data or checkpoint, "
+          "3 stopped on request (checkpoint written).";
+      info.see_also = {"baton(1)"};
+      return command_line{std::nullopt, cli_docs::man_page(app, info)};
+    }
   } catch (const CLI::CallForHelp&) {
     return command_line{std::nullopt, app.help()};
   } catch (const CLI::ParseError& e) {

@@ -36,8 +36,8 @@ struct worker_options {
 };
 
 struct command_line {
-  std::optional<worker_options> options;  // empty when only help was asked for
-  std::string help;                       // usage text for --help
+  std::optional<worker_options> options;  // empty when only help (or the man page) was asked for
+  std::string help;                       // usage text for --help, the man page for --generate-man
 };
 
 // Looks up an environment variable; tests pass a map instead of the real environment.

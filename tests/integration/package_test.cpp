@@ -79,10 +79,19 @@ TEST_CASE("cpack builds a Debian package with binaries, unit, settings and scrip
   CHECK(contains(contents.out, " ./usr/bin/baton\n"));
   CHECK(contains(contents.out, " ./usr/bin/baton-worker\n"));
   CHECK(contains(contents.out, " ./usr/lib/systemd/system/baton.service\n"));
+  CHECK(contains(contents.out, " ./usr/lib/systemd/user/baton.service\n"));
   CHECK(contains(contents.out, " ./etc/baton/settings.json\n"));
   CHECK(contains(contents.out, " ./usr/share/doc/baton/README.md\n"));
   CHECK(contains(contents.out, " ./usr/share/doc/baton/deploy.md\n"));
   CHECK(contains(contents.out, " ./usr/lib/python3/dist-packages/baton/__init__.py\n"));
+  // Generated from the CLI at build time (cli_docs/), and Debian's own files (lintian below).
+  CHECK(contains(contents.out, " ./usr/share/man/man1/baton.1.gz\n"));
+  CHECK(contains(contents.out, " ./usr/share/man/man1/baton-worker.1.gz\n"));
+  CHECK(contains(contents.out, " ./usr/share/bash-completion/completions/baton\n"));
+  CHECK(contains(contents.out, " ./usr/share/zsh/vendor-completions/_baton\n"));
+  CHECK(contains(contents.out, " ./usr/share/doc/baton/copyright\n"));
+  CHECK(contains(contents.out, " ./usr/share/doc/baton/changelog.Debian.gz\n"));
+  CHECK(contains(contents.out, " ./usr/share/lintian/overrides/baton\n"));
   // Nothing from the test or bench trees.
   CHECK_FALSE(contains(contents.out, "_test"));
   CHECK_FALSE(contains(contents.out, "bench"));
@@ -91,6 +100,8 @@ TEST_CASE("cpack builds a Debian package with binaries, unit, settings and scrip
   REQUIRE(info.status == exit_status::exited(0));
   INFO("control:\n" << info.out);
   CHECK(contains(info.out, " Package: baton\n"));
+  CHECK(contains(info.out, " Homepage: https://"));
+  CHECK_FALSE(contains(info.out, "localhost"));
   for (const char* dep :
        {"libboost-filesystem1.81.0", "libxxhash0", "libsystemd0", "libgomp1", "adduser"}) {
     CHECK(contains(info.out, dep));
@@ -132,6 +143,32 @@ TEST_CASE("cpack builds a Debian package with binaries, unit, settings and scrip
       }
     }
   }
+
+  // Debian's policy checker: any error or warning fails; the package's own overrides file
+  // (deploy/debian/lintian-overrides, one reason per line) is the only way to accept one.
+  REQUIRE(have("lintian"));  // scripts/setup.sh installs it
+  const auto lintian_log = dir / "lintian.stderr";
+  auto lint = run_process({"lintian", "--tag-display-limit", "0", deb.string()}, {}, lintian_log,
+                          std::chrono::seconds(100));
+  INFO("lintian:\n" << lint.out << read_text(lintian_log));
+  CHECK(lint.status == exit_status::exited(0));
+  std::istringstream lint_lines(lint.out);
+  for (std::string line; std::getline(lint_lines, line);) {
+    INFO(line);
+    CHECK_FALSE((line.rfind("E: ", 0) == 0 || line.rfind("W: ", 0) == 0));
+  }
+  // Nothing beyond the overrides the file states, each with its reason on the line above.
+  const auto overrides = read_text(fs::path(BATON_SOURCE_DIR) / "deploy/debian/lintian-overrides");
+  std::istringstream override_lines(overrides);
+  std::string previous;
+  int tags = 0;
+  for (std::string line; std::getline(override_lines, line); previous = line) {
+    if (line.empty() || line[0] == '#') continue;
+    INFO(line);
+    CHECK(previous.rfind("# ", 0) == 0);
+    ++tags;
+  }
+  CHECK(tags <= 2);
 
   const char* install = std::getenv("BATON_TEST_DPKG_INSTALL");
   if (install == nullptr || std::string(install) != "1") {
