@@ -1,0 +1,141 @@
+// What a shard switch costs (issue 15's goal: at most 5% of a one-epoch shard of the seed job):
+// the seed job (configs/seed.json) run by `baton run` as E one-epoch shards against the same
+// job as one E-epoch shard, whole processes timed from spawn to exit, alternately (sharded,
+// whole, sharded, ...) so a machine that slows down mid-run slows both. Each switch is the
+// old worker's save and exit, the supervisor's verification and the new worker's spawn, data
+// and model set-up and restore; with E shards there are E - 1 of them, so
+//   switch cost = (median sharded - median whole) / (E - 1), shown against one epoch's time
+//   (median whole / E), and the ratio sharded / whole (goal at most 1.05 for E = 5).
+// Prints the CPU model, every run, the medians and the ratios; never fails on a figure.
+//   shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T]
+// --quick: 2 epochs of a 500-sample job, one pair (a ctest smoke run: it still builds and runs).
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_figures.h"
+#include "os/process.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using baton::bench::cpu_model;
+using baton::bench::median;
+
+namespace {
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "shard_switch_bench: %s\n", why.c_str());
+  std::exit(1);
+}
+
+struct run_result {
+  double seconds = 0;
+  std::size_t workers = 0;
+};
+
+// One whole `baton run` of the seed job with `sets` on top; its wall time and worker count.
+run_result run_seed(const fs::path& state, const std::vector<std::string>& sets) {
+  boost::asio::io_context io;
+  baton::os::spawn_options o;
+  o.argv = {BATON_EXE,     "run",    std::string(BATON_SOURCE_DIR) + "/configs/seed.json",
+            "--fresh",     "--json", "--state-dir",
+            state.string()};
+  for (const auto& s : sets) {
+    o.argv.push_back("--set");
+    o.argv.push_back(s);
+  }
+  o.stderr_log = state.parent_path() / "run.err";
+  const auto start = std::chrono::steady_clock::now();
+  auto p = baton::os::spawn(io, o);
+  if (!p) die("cannot run baton: " + p.error().message);
+  std::string out;
+  std::optional<baton::os::exit_status> st;
+  (*p)->async_read_lines([&](const boost::system::error_code& ec, std::string_view line) {
+    if (!ec) out += std::string(line) + "\n";
+  });
+  (*p)->async_wait([&](const boost::system::error_code&, baton::os::exit_status s) { st = s; });
+  io.run_for(1800s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!st || !st->success()) die("baton run did not complete; see " + o.stderr_log.string());
+  const auto summary = json::parse(out, nullptr, false);
+  if (summary.is_discarded() || summary.value("state", "") != "completed") {
+    die("baton run did not report a completed job: " + out);
+  }
+  return {seconds, summary.at("shards").size()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int epochs = 5, pairs = 3, threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] {
+      if (i + 1 >= argc) die(a + " needs a value");
+      return std::atoi(argv[++i]);
+    };
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--epochs") {
+      epochs = next();
+    } else if (a == "--pairs") {
+      pairs = next();
+    } else if (a == "--threads") {
+      threads = next();
+    } else {
+      die("unknown argument " + a +
+          " (usage: shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T])");
+    }
+  }
+  std::vector<std::string> common = {"training.threads=" + std::to_string(threads)};
+  if (quick) {
+    epochs = 2;
+    pairs = 1;
+    common.push_back("data.samples=500");
+  }
+  if (epochs < 2 || pairs < 1) die("--epochs must be at least 2 and --pairs at least 1");
+  common.push_back("training.epochs=" + std::to_string(epochs));
+  const auto dir = fs::temp_directory_path() /
+                   ("baton-shard-switch-bench-" +
+                    std::to_string(std::chrono::system_clock::now().time_since_epoch().count()));
+  fs::create_directories(dir);
+
+  std::vector<double> sharded, whole;
+  std::size_t sharded_workers = 0;
+  for (int i = 0; i < pairs; ++i) {
+    auto s = common;
+    s.push_back("shard.epochs=1");
+    const auto a = run_seed(dir / "state", s);
+    sharded.push_back(a.seconds);
+    sharded_workers = a.workers;
+    s = common;
+    s.push_back("shard.epochs=" + std::to_string(epochs));
+    const auto b = run_seed(dir / "state", s);
+    whole.push_back(b.seconds);
+    std::printf("pair %d: %d x 1-epoch shards %.3f s (%zu workers), 1 x %d-epoch shard %.3f s\n",
+                i + 1, epochs, a.seconds, a.workers, epochs, b.seconds);
+  }
+  fs::remove_all(dir);
+
+  const double ms = median(sharded), mw = median(whole);
+  const double per_switch = (ms - mw) / (epochs - 1);
+  const double epoch = mw / epochs;
+  std::printf("shard_switch_bench%s: seed job, %d epochs, threads %s, %d pairs run alternately\n",
+              quick ? " --quick (500 samples)" : "", epochs,
+              threads == 0 ? "auto" : std::to_string(threads).c_str(), pairs);
+  std::printf("CPU: %s\n", cpu_model().c_str());
+  std::printf("median: %zu shards %.3f s, one shard %.3f s; ratio %.3f (goal <= 1.05: %s)\n",
+              sharded_workers, ms, mw, ms / mw, ms / mw <= 1.05 ? "PASS" : "FAIL");
+  std::printf("one switch: %.3f s, %.1f%% of a one-epoch shard (%.3f s)\n", per_switch,
+              100.0 * per_switch / epoch, epoch);
+  return 0;
+}
