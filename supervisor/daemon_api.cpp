@@ -218,14 +218,23 @@ api_response daemon::impl::on_call(const history_call& c) {
   const auto* j = find(c.id);
   if (!j) return no_job(c.id);
   if (j->history) return {200, to_json(j->history->page(c.since))};
-  // A job at rest: its file, read only. Bounded (job_history.h), so a read of at most a few MiB.
-  auto h = job_history::load(e, job_history::file_in(store.job_dir(c.id)));
-  if (!h) return error_response(500, h.error().message);
-  return {200, to_json(h->page(c.since))};
+  // A job at rest: its file, read only. Bounded (job_history.h), so a read of at most a few MiB,
+  // and not again while the file is unchanged (nothing appends to a job at rest but a resume).
+  const auto file = job_history::file_in(store.job_dir(c.id));
+  const auto info = e.stat_no_follow(file);
+  const std::uint64_t size = info ? info->size : 0;
+  auto& cached = rest_history_cache;
+  if (!cached.history || cached.id != c.id || cached.file_size != size) {
+    auto h = job_history::load(e, file);
+    if (!h) return error_response(500, h.error().message);
+    cached = {c.id, size, std::make_unique<job_history>(std::move(*h))};
+  }
+  return {200, to_json(cached.history->page(c.since))};
 }
 
 status daemon::impl::remove_job(const std::string& id) {
   if (auto s = store.remove(id); !s) return s;
+  if (rest_history_cache.id == id) rest_history_cache = {};  // a new job may take the id
   queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
   jobs.erase(id);
   log(log_level::info, "job " + id + ": removed");

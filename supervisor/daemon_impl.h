@@ -73,6 +73,14 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   bool finished = false;
   std::string last_status;
   std::string newest_progress_id;  // the running job that last reported anything
+  // The history of the job at rest that was read last, kept while its file keeps its size: a
+  // dashboard open on a finished job asks every second, and a reload parses up to a few MiB on
+  // the io thread each time.
+  struct rest_history {
+    std::string id;
+    std::uint64_t file_size = 0;
+    std::unique_ptr<job_history> history;
+  } rest_history_cache;
   // When a worker's report last refreshed the status line: reports come many times a second
   // per job, the line (sd_notify STATUS=, a datagram) at most once a second from them.
   std::chrono::steady_clock::time_point progress_published = {};

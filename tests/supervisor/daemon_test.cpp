@@ -283,6 +283,18 @@ TEST_CASE("history and metrics: a job's run is in its history file and in /metri
   REQUIRE(later.status == 200);
   CHECK(later.body.at("rss").empty());
   CHECK(later.body.at("events").empty());
+  // The file of a job at rest is read once while it keeps its size (the same-size overwrite
+  // below is answered from what was read), and again once it changed.
+  const auto file = job_history::file_in(f.store().job_dir(a));
+  const auto text = f.files.files().at(file.generic_string());
+  REQUIRE(f.files.put(file, std::string(text.size() - 1, ' ') + "\n"));
+  CHECK(f.call(history_call{a, 0}).body == h.body);
+  const std::string cancel_line = R"({"type":"event","seq":)" + std::to_string(next + 1) +
+                                  R"(,"t_ms":1,"kind":"cancel","pid":0,"shard":1,"step":16})";
+  REQUIRE(f.files.put(file, text + cancel_line + "\n"));
+  auto reread = f.call(history_call{a, next});
+  REQUIRE(reread.body.at("events").size() == 1);
+  CHECK(reread.body.at("events")[0].at("kind") == "cancel");
   CHECK(f.call(history_call{"nope", 0}).status == 404);
   m = f.call(metrics_call{});
   CHECK_THAT(m.text,
