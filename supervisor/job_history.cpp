@@ -465,23 +465,35 @@ status job_history::add_event(std::int64_t t_ms, history_event_kind kind, std::i
   return flush();
 }
 
+std::optional<history_event_kind> state_change_event(job_state before, job_state after,
+                                                     bool at_rest) {
+  if (before == after) return std::nullopt;
+  if (after == job_state::backoff) return history_event_kind::backoff;
+  if (after == job_state::paused) return history_event_kind::pause;
+  if (after == job_state::cancelled && at_rest) return history_event_kind::cancel;
+  if ((before == job_state::paused || before == job_state::failed ||
+       before == job_state::cancelled) &&
+      !is_terminal(after)) {
+    return history_event_kind::resume;
+  }
+  return std::nullopt;
+}
+
 status note_state_change(job_history& h, job_state before, const job_record& after,
-                         std::int64_t now_ms) {
-  if (before == after.state) return {};
+                         std::int64_t now_ms, bool at_rest) {
+  const auto kind = state_change_event(before, after.state, at_rest);
+  if (!kind) return {};
   const std::int64_t pid = after.shards.empty() ? 0 : after.shards.back().pid;
   const std::int64_t shard = static_cast<std::int64_t>(after.shards.size()) - 1;
-  if (after.state == job_state::backoff) {
-    return h.add_event(now_ms, history_event_kind::backoff, pid, shard, after.checkpoint_step, {},
-                       after.shards.empty() ? std::string() : after.shards.back().detail);
+  switch (*kind) {
+    case history_event_kind::backoff:
+      return h.add_event(now_ms, *kind, pid, shard, after.checkpoint_step, {},
+                         after.shards.empty() ? std::string() : after.shards.back().detail);
+    case history_event_kind::pause:
+      return h.add_event(now_ms, *kind, pid, shard, after.checkpoint_step, {}, after.diagnosis);
+    default:
+      return h.add_event(now_ms, *kind, 0, shard, after.checkpoint_step);
   }
-  if (after.state == job_state::paused) {
-    return h.add_event(now_ms, history_event_kind::pause, pid, shard, after.checkpoint_step, {},
-                       after.diagnosis);
-  }
-  if ((before == job_state::paused || before == job_state::failed) && !is_terminal(after.state)) {
-    return h.add_event(now_ms, history_event_kind::resume, 0, shard, after.checkpoint_step);
-  }
-  return {};
 }
 
 history_page job_history::page(std::int64_t since) const {

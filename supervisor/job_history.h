@@ -196,10 +196,14 @@ class job_history {
   std::vector<std::string> notes_;
 };
 
-// The event a job's state change is, if any (backoff, pause, resume), added to `h`. Worker exits
-// are added by the runner at record_exit, with their cause; this covers what only the state says.
+// The event a job's state change is, if any: backoff, pause, resume (of a paused, failed or
+// cancelled job) and, `at_rest`, a cancel (with a worker, its exit says it). Worker exits are
+// added by the runner at record_exit, with their cause; this covers what only the state says.
+std::optional<history_event_kind> state_change_event(job_state before, job_state after,
+                                                     bool at_rest);
+// That event, if any, added to `h`.
 status note_state_change(job_history& h, job_state before, const job_record& after,
-                         std::int64_t now_ms);
+                         std::int64_t now_ms, bool at_rest = false);
 
 // The history answer's JSON: {"since", "next", "rss": [...], "progress": [...], "events": [...]}
 // (documented in protocol/README.md, Control API).

@@ -58,10 +58,19 @@ void append_job_log(os::env& e, const job_store& store, const std::string& id,
 
 rest_outcome feed_job_at_rest(os::env& e, job_store& store, job_record& record, const event& ev) {
   rest_outcome out;
+  const auto before = record.state;
   // At rest nothing reads the worker settings: no worker, no timer can be asked for.
   auto r = transition(record, job_runtime{}, ev, machine_settings{});
   out.ignored = r.ignored;
   static_cast<job_standing&>(record) = std::move(r.standing);
+  // A resume or cancel at rest belongs in the history too. Its file is opened only then (a
+  // load parses it), never for the recovery events every job gets at start.
+  if (state_change_event(before, record.state, /*at_rest=*/true)) {
+    auto h = job_history::open(e, job_history::file_in(store.job_dir(record.id)));
+    const auto noted =
+        h ? note_state_change(*h, before, record, unix_ms_now(), true) : status(h.error());
+    if (!noted) append_job_log(e, store, record.id, "history: " + noted.error().message);
+  }
   for (const auto& a : r.actions) {
     if (const auto* c = std::get_if<act::close_interrupted_shard>(&a)) {
       close_interrupted_shard(record, c->detail);

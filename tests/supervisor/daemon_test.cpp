@@ -714,6 +714,27 @@ TEST_CASE("a cancelled job resumes from its checkpoint, a completed one answers 
   REQUIRE(s.at("shards").size() >= 2);
   CHECK(s.at("shards")[1].at("start_step").get<int>() == at);
   CHECK(f.call(resume_call{a}).status == 409);
+  // The resume happened at rest, with no runner to note it: the history has it all the same,
+  // after the cancelled worker's exit and before the next spawn.
+  const auto history = f.call(history_call{a, 0});
+  std::vector<std::string> kinds;
+  for (const auto& e : history.body.at("events")) kinds.push_back(e.at("kind").get<std::string>());
+  INFO(nlohmann::json(kinds).dump());
+  const auto resumed = std::find(kinds.begin(), kinds.end(), "resume");
+  REQUIRE(resumed != kinds.end());
+  CHECK(std::find(kinds.begin(), resumed, "cancel") != resumed);
+  CHECK(std::find(resumed, kinds.end(), "spawn") != kinds.end());
+
+  // A queued job cancelled before it ever ran: its history says so.
+  f.train(5);
+  const auto b = f.submit(job_doc("b", 200, 200));
+  const auto c = f.submit(job_doc("c", 1));
+  REQUIRE(f.call(cancel_call{c}).status == 202);
+  const auto events = f.call(history_call{c, 0}).body.at("events");
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].at("kind") == "cancel");
+  REQUIRE(f.call(cancel_call{b}).status == 202);
+  REQUIRE(f.run_until([&] { return f.d->running_count() == 0; }));
 }
 
 TEST_CASE("without http_listen the dashboard call says how to turn it on", "[unit][daemon]") {

@@ -276,3 +276,20 @@ TEST_CASE("exit causes map to events and restart categories", "[unit][job_histor
   }
   CHECK(!parse_history_event_kind("boom"));
 }
+
+TEST_CASE("which state changes are history events, with a worker and at rest",
+          "[unit][job_history]") {
+  using k = history_event_kind;
+  using st = job_state;
+  CHECK(state_change_event(st::running, st::backoff, false) == k::backoff);
+  CHECK(state_change_event(st::running, st::paused, false) == k::pause);
+  CHECK(state_change_event(st::paused, st::queued, true) == k::resume);
+  CHECK(state_change_event(st::failed, st::queued, true) == k::resume);
+  CHECK(state_change_event(st::cancelled, st::queued, true) == k::resume);
+  // A cancel with a worker is its exit's event; at rest nothing else says it.
+  CHECK(state_change_event(st::queued, st::cancelled, true) == k::cancel);
+  CHECK_FALSE(state_change_event(st::running, st::cancelled, false));
+  CHECK_FALSE(state_change_event(st::running, st::running, false));
+  CHECK_FALSE(state_change_event(st::running, st::queued, true));  // recovery at start
+  CHECK_FALSE(state_change_event(st::paused, st::cancelled, false));
+}
