@@ -116,7 +116,7 @@ api_response daemon::impl::on_call(const list_call&) {
     list.push_back(
         job_list_item(j->current(), j->runner ? &j->runner->live() : nullptr, soft, hard));
   }
-  return {200, {{"jobs", std::move(list)}}};
+  return {200, {{"schema_version", json_schema_version}, {"jobs", std::move(list)}}};
 }
 
 api_response daemon::impl::on_call(const status_call& c) {

@@ -32,6 +32,7 @@ json job_status_json(const job_record& r, const live_status* live,
                      std::optional<std::int64_t> soft_limit_mib,
                      std::optional<std::int64_t> hard_limit_mib) {
   json j = to_json(r);
+  j["schema_version"] = json_schema_version;
   std::int64_t peak = 0;
   for (const auto& s : r.shards) peak = std::max(peak, s.peak_rss_bytes);
   j["peak_rss_bytes"] = peak;

@@ -146,28 +146,15 @@ std::string format_summary(const job_record& r, double wall_seconds) {
 
 nlohmann::json summary_json(const job_record& r, double wall_seconds) {
   nlohmann::json shards = nlohmann::json::array();
-  for (const auto& s : r.shards) {
-    shards.push_back(
-        {{"index", s.index},
-         {"attempt", s.attempt},
-         {"pid", s.pid},
-         {"start_step", s.start_step},
-         {"end_step", s.end_step},
-         {"exit_cause", s.cause ? nlohmann::json(to_string(*s.cause)) : nlohmann::json()},
-         {"detail", s.detail},
-         {"peak_rss_bytes", s.peak_rss_bytes},
-         {"leak_bytes_per_step",
-          s.leak_bytes_per_step ? nlohmann::json(*s.leak_bytes_per_step) : nlohmann::json()},
-         {"leak_ci95_bytes_per_step", s.leak_ci95_bytes_per_step
-                                          ? nlohmann::json(*s.leak_ci95_bytes_per_step)
-                                          : nlohmann::json()}});
-  }
+  for (const auto& s : r.shards) shards.push_back(shard_json(s));
   nlohmann::json restarts_by_cause = nlohmann::json::object();
   for (const auto& [cause, count] : r.exits_by_cause) {
     if (cause != "completed") restarts_by_cause[cause] = count;
   }
   const auto leak = job_leak(r);
-  return {{"id", r.id},
+  return {{"schema_version", json_schema_version},
+          {"id", r.id},
+          {"name", r.name},
           {"state", to_string(r.state)},
           {"diagnosis", r.diagnosis},
           {"restarts", restarts_json(r)},

@@ -123,6 +123,7 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK_THAT(list.out, Catch::Contains("rt-1") && Catch::Contains("rt-2"));
   auto list_json = run_baton({"list", "--json", "--socket", sock}, err);
   CHECK(json::parse(list_json.out).at("jobs").size() == 2);
+  CHECK(json::parse(list_json.out).at("schema_version") == 1);
 
   // A worker takes longer than 0.2 s to start: the wait gives up, with its own exit code.
   auto short_wait = run_baton({"wait", id, "--socket", sock, "--timeout", "0.2"}, err);
@@ -137,6 +138,7 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   auto st = run_baton({"status", id, "--json", "--socket", sock}, err);
   REQUIRE(st.code == 0);
   const auto s = json::parse(st.out);
+  CHECK(s.at("schema_version") == 1);
   CHECK(s.at("state") == "completed");
   CHECK(s.at("checkpoint_step") == 24);
   CHECK(s.at("shards").size() == 3);
