@@ -23,6 +23,7 @@
 #include "supervisor/control_server.h"
 #include "supervisor/job_log.h"
 #include "supervisor/run_report.h"
+#include "supervisor/terminal_style.h"
 
 namespace baton::supervisor {
 
@@ -71,12 +72,12 @@ std::optional<json> call(cli_context& ctx, const client_options& o, std::string_
                          int* http_status = nullptr) {
   auto r = control_client::call(resolve_client_socket(o.socket), method, target, body);
   if (!r) {
-    ctx.err << "baton: " << r.error().message << "\n";
+    ctx.err << error_prefix(ctx.colour_err()) << r.error().message << "\n";
     return std::nullopt;
   }
   if (http_status) *http_status = r->status;
   if (r->status < 200 || r->status >= 300) {
-    ctx.err << "baton: " << error_text(*r) << "\n";
+    ctx.err << error_prefix(ctx.colour_err()) << error_text(*r) << "\n";
     return std::nullopt;
   }
   return std::move(r->body);
@@ -115,10 +116,10 @@ fs::path resolve_client_socket(const std::string& flag) {
   return default_socket_path(os::current_uid(), xdg ? xdg->c_str() : nullptr);
 }
 
-std::string format_job_status(const json& s) {
+std::string format_job_status(const json& s, bool colour) {
   std::ostringstream o;
   const std::string state = str(s, "state");
-  o << "job " << str(s, "id") << " (" << str(s, "name") << "): " << state;
+  o << "job " << str(s, "id") << " (" << str(s, "name") << "): " << paint_state(state, colour);
   if (!str(s, "diagnosis").empty()) o << " (" << str(s, "diagnosis") << ")";
   if (auto q = s.find("queue_position"); q != s.end()) o << ", position " << *q << " in the queue";
   o << "\n";
@@ -180,12 +181,14 @@ std::string format_job_status(const json& s) {
       const auto& cause = member(sh, "cause");
       const std::string leak =
           format_leak_mib(real(sh, "leak_bytes_per_step"), real(sh, "leak_ci95_bytes_per_step"));
+      // The exit column is padded by paint_state: its escape codes have no width.
+      const std::string exit =
+          paint_state(cause.is_string() ? cause.get<std::string>() : "running", colour, 13);
       std::snprintf(
-          line, sizeof line, "  %5lld %7lld %7lld %8lld %8lld  %-13s %9s %16s  %s\n",
+          line, sizeof line, "  %5lld %7lld %7lld %8lld %8lld  %s %9s %16s  %s\n",
           static_cast<long long>(num(sh, "index")), static_cast<long long>(num(sh, "attempt")),
           static_cast<long long>(num(sh, "pid")), static_cast<long long>(num(sh, "start_step")),
-          static_cast<long long>(num(sh, "end_step")),
-          cause.is_string() ? cause.get<std::string>().c_str() : "running",
+          static_cast<long long>(num(sh, "end_step")), exit.c_str(),
           format_peak_mib(num(sh, "peak_rss_bytes")).c_str(),
           cause.is_string() ? leak.c_str() : "-", str(sh, "detail").c_str());
       o << line;
@@ -282,7 +285,7 @@ std::string format_job_history(const json& s, const json& h, std::int64_t now_ms
   return o.str();
 }
 
-std::string format_job_list(const json& list) {
+std::string format_job_list(const json& list, bool colour) {
   std::ostringstream o;
   const auto& jobs = member(list, "jobs");
   if (!jobs.is_array() || jobs.empty()) return "no jobs\n";
@@ -295,8 +298,9 @@ std::string format_job_list(const json& list) {
     std::string step = std::to_string(num(j, "step"));
     if (num(j, "total_steps") > 0) step += "/" + std::to_string(num(j, "total_steps"));
     const auto rss = num(j, "rss_bytes");
-    std::snprintf(line, sizeof line, "%-32s %-10s %15s %7lld %10s  %s\n", str(j, "id").c_str(),
-                  str(j, "state").c_str(), step.c_str(), static_cast<long long>(num(j, "workers")),
+    std::snprintf(line, sizeof line, "%-32s %s %15s %7lld %10s  %s\n", str(j, "id").c_str(),
+                  paint_state(str(j, "state"), colour, 10).c_str(), step.c_str(),
+                  static_cast<long long>(num(j, "workers")),
                   rss > 0 ? format_mib(rss).c_str() : "-", str(j, "diagnosis").c_str());
     o << line;
   }
@@ -356,7 +360,7 @@ void add_submit_command(CLI::App& app, cli_context& ctx) {
                        {"base_dir", (ec ? fs::path(*config) : file).parent_path().string()}};
     auto r = control_client::call(resolve_client_socket(o->socket), "POST", "/v1/jobs", body);
     if (!r) {
-      ctx.err << "baton: " << r.error().message << "\n";
+      ctx.err << error_prefix(ctx.colour_err()) << r.error().message << "\n";
       ctx.exit_code = exit_failure;
       return;
     }
@@ -369,7 +373,7 @@ void add_submit_command(CLI::App& app, cli_context& ctx) {
       return;
     }
     if (r->status != 201) {
-      ctx.err << "baton: " << error_text(*r) << "\n";
+      ctx.err << error_prefix(ctx.colour_err()) << error_text(*r) << "\n";
       ctx.exit_code = exit_failure;
       return;
     }
@@ -393,7 +397,7 @@ void add_list_command(CLI::App& app, cli_context& ctx) {
       ctx.exit_code = exit_failure;
       return;
     }
-    ctx.out << (o->json ? body->dump(2) + "\n" : format_job_list(*body));
+    ctx.out << (o->json ? body->dump(2) + "\n" : format_job_list(*body, ctx.colour_out()));
     ctx.exit_code = exit_ok;
   });
 }
@@ -413,7 +417,7 @@ void add_status_command(CLI::App& app, cli_context& ctx) {
   add_socket_option(cmd, *o);
   cmd->callback([o, watch, cmd, &ctx] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -430,7 +434,7 @@ void add_status_command(CLI::App& app, cli_context& ctx) {
       if (o->json) {
         view = body->dump(2) + "\n";
       } else {
-        view = format_job_status(*body);
+        view = format_job_status(*body, ctx.colour_out());
         // The curves are a second call; without them the status is still whole, and says so.
         auto h = control_client::call(resolve_client_socket(o->socket), "GET",
                                       "/v1/jobs/" + o->id + "/history");
@@ -478,7 +482,7 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
   add_socket_option(cmd, *o);
   cmd->callback([o, follow, tail, tail_opt, stamps, &ctx] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -544,7 +548,7 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
         return;
       }
       if (const auto lost = unsigned_field(*body, "skipped", 0); lost > 0) {
-        ctx.err << "baton: " << lost
+        ctx.err << error_prefix(ctx.colour_err()) << lost
                 << " bytes of the log were rotated away before they were read\n";
       }
       print(str(*body, "data"));
@@ -574,7 +578,7 @@ void add_job_action_command(CLI::App& app, cli_context& ctx, const std::string& 
   add_socket_option(cmd, *o);
   cmd->callback([o, &ctx, verb, describe = std::move(describe)] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -617,7 +621,7 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
   add_socket_option(cmd, *o);
   cmd->callback([o, timeout_s, &ctx] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -635,12 +639,12 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
         const auto now = clock::now();
         if (!unreachable_since) unreachable_since = now;
         if (!answered || now - *unreachable_since > reconnect_window) {
-          ctx.err << "baton: " << r.error().message << "\n";
+          ctx.err << error_prefix(ctx.colour_err()) << r.error().message << "\n";
           ctx.exit_code = exit_failure;
           return;
         }
       } else if (r->status != 200) {
-        ctx.err << "baton: " << error_text(*r) << "\n";
+        ctx.err << error_prefix(ctx.colour_err()) << error_text(*r) << "\n";
         ctx.exit_code = exit_failure;
         return;
       } else {
@@ -657,7 +661,8 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
       }
       if (*timeout_s > 0 &&
           std::chrono::duration<double>(clock::now() - start).count() > *timeout_s) {
-        ctx.err << "baton: job " << o->id << " did not finish within " << *timeout_s << " s\n";
+        ctx.err << error_prefix(ctx.colour_err()) << "job " << o->id << " did not finish within "
+                << *timeout_s << " s\n";
         ctx.exit_code = exit_timeout;
         return;
       }
@@ -713,7 +718,7 @@ void add_rm_command(CLI::App& app, cli_context& ctx) {
   add_socket_option(cmd, *o);
   cmd->callback([o, force, &ctx] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -751,7 +756,7 @@ void add_prune_command(CLI::App& app, cli_context& ctx) {
     if (!older->empty()) {
       auto ms = parse_age(*older);
       if (!ms) {
-        ctx.err << "baton: " << ms.error().message << "\n";
+        ctx.err << error_prefix(ctx.colour_err()) << ms.error().message << "\n";
         ctx.exit_code = exit_usage;
         return;
       }
@@ -778,7 +783,8 @@ void add_prune_command(CLI::App& app, cli_context& ctx) {
     bool clean = true;
     for (const auto& e : member(*body, "errors")) {
       clean = false;
-      ctx.err << "baton: cannot remove " << str(e, "id") << ": " << str(e, "error") << "\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "cannot remove " << str(e, "id") << ": "
+              << str(e, "error") << "\n";
     }
     ctx.exit_code = clean ? exit_ok : exit_failure;
   });

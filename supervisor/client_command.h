@@ -35,9 +35,10 @@ result<std::int64_t> parse_age(std::string_view text);
 std::filesystem::path resolve_client_socket(const std::string& flag);
 
 // `baton status ID`: state, progress, newest checkpoint, memory, and the shard history table.
-std::string format_job_status(const nlohmann::json& status);
+// `colour`: state names in ANSI colour (terminal_style.h).
+std::string format_job_status(const nlohmann::json& status, bool colour = false);
 // `baton list`: one line per job.
-std::string format_job_list(const nlohmann::json& list);
+std::string format_job_list(const nlohmann::json& list, bool colour = false);
 
 // The values as `width` block characters (U+2581..U+2588), lowest to highest of all the values;
 // each character is the largest value of its slice of the series (a peak is never averaged

@@ -189,6 +189,7 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
     progress_view v{r, l, spec->memory.soft_limit_mib.value_or(0),
                     spec->memory.hard_limit_mib.value_or(0),
                     elapsed > 1 ? static_cast<double>(l.step - start_step) / elapsed : 0.0};
+    v.colour = ctx.colour_out();
     if (tty) {
       if (now - last_draw < std::chrono::milliseconds(200)) return;
       last_draw = now;
@@ -269,7 +270,7 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
   if (o.json) {
     ctx.out << summary_json(final_record, wall).dump(2) << "\n";
   } else {
-    ctx.out << format_summary(final_record, wall);
+    ctx.out << format_summary(final_record, wall, ctx.colour_out());
   }
   switch (final_record.state) {
     case job_state::completed:

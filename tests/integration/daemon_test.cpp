@@ -149,6 +149,24 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK_THAT(human.out, Catch::Contains("peak RSS"));
   CHECK_THAT(human.out, Catch::Contains("checkpoint: step 24 at "));
 
+  // Colour: never into a pipe on its own, nor under NO_COLOR, but --color=always wins over both.
+  const std::string esc = "\x1b[";
+  CHECK(human.out.find(esc) == std::string::npos);
+  const auto painted = run_baton({"status", id, "--color=always", "--socket", sock}, err);
+  CHECK_THAT(painted.out, Catch::Contains("job rt-1 (rt): \x1b[1;32mcompleted\x1b[0m"));
+  const auto no_color =
+      run_baton({"list", "--color=auto", "--socket", sock}, err, 30s, {{"NO_COLOR", "1"}});
+  CHECK_THAT(no_color.out, Catch::Contains("rt-1"));
+  CHECK(no_color.out.find(esc) == std::string::npos);
+  const auto forced =
+      run_baton({"--color=always", "list", "--socket", sock}, err, 30s, {{"NO_COLOR", "1"}});
+  CHECK_THAT(forced.out, Catch::Contains("\x1b[1;32mcompleted\x1b[0m"));
+  take_err(err);
+  CHECK(run_baton({"status", "nope-1", "--color=always", "--socket", sock}, err).code == 1);
+  CHECK_THAT(take_err(err), Catch::Contains("\x1b[1;31mbaton:\x1b[0m no job 'nope-1'"));
+  CHECK(run_baton({"status", "nope-1", "--socket", sock}, err, 30s, {{"NO_COLOR", "1"}}).code == 1);
+  CHECK(take_err(err).find(esc) == std::string::npos);
+
   auto logs = run_baton({"logs", id, "--socket", sock}, err);
   CHECK(logs.code == 0);
   CHECK_THAT(logs.out, Catch::Contains("[baton] job completed"));

@@ -158,3 +158,22 @@ TEST_CASE("run --json and status --json show a shard with the same keys and type
     CHECK(value.type() == status.at(key).type());
   }
 }
+
+TEST_CASE("the summary colours the state and exit causes only when asked", "[unit][run_report]") {
+  auto r = sample();
+  r.state = job_state::failed;
+  r.shards[0].cause = exit_cause::crashed;
+  const auto painted = format_summary(r, 62.0, true);
+  CHECK(painted.find("job seed: \x1b[31mfailed\x1b[0m after 1m02s") == 0);
+  CHECK_THAT(painted, Catch::Contains("\x1b[31mcrashed\x1b[0m          1100.0"));
+  const auto plain = format_summary(r, 62.0, false);
+  CHECK(plain.find('\x1b') == std::string::npos);
+  CHECK_THAT(plain, Catch::Contains("  crashed          1100.0"));
+  live_status l;
+  l.pid = 1;
+  r.exits_by_cause = {{"crashed", 2}};
+  progress_view v{r, l};
+  CHECK_THAT(format_progress_line(v), Catch::EndsWith("| recycles 0 failures 2"));
+  v.colour = true;
+  CHECK_THAT(format_progress_line(v), Catch::EndsWith("| recycles 0 \x1b[31mfailures 2\x1b[0m"));
+}
