@@ -123,6 +123,13 @@ std::string format_job_status(const json& s, bool colour) {
   if (!str(s, "diagnosis").empty()) o << " (" << str(s, "diagnosis") << ")";
   if (auto q = s.find("queue_position"); q != s.end()) o << ", position " << *q << " in the queue";
   o << "\n";
+  // What the worker said last, and where the rest is: the next thing a user reads on a crash.
+  if (const auto& tail = member(s, "log_tail"); tail.is_array() && !tail.empty()) {
+    o << "  last lines of " << str(s, "log_path") << ":\n";
+    for (const auto& line : tail) {
+      if (line.is_string()) o << "    " << line.get<std::string>() << "\n";
+    }
+  }
   const auto total = num(s, "total_steps");
   const auto step = num(s, "step");
   o << "  step " << step;

@@ -147,7 +147,7 @@ std::string format_summary(const job_record& r, double wall_seconds, bool colour
   return o.str();
 }
 
-nlohmann::json summary_json(const job_record& r, double wall_seconds) {
+nlohmann::json summary_json(const job_record& r, double wall_seconds, const log_view* log) {
   nlohmann::json shards = nlohmann::json::array();
   for (const auto& s : r.shards) shards.push_back(shard_json(s));
   nlohmann::json restarts_by_cause = nlohmann::json::object();
@@ -155,24 +155,27 @@ nlohmann::json summary_json(const job_record& r, double wall_seconds) {
     if (cause != "completed") restarts_by_cause[cause] = count;
   }
   const auto leak = job_leak(r);
-  return {{"schema_version", json_schema_version},
-          {"id", r.id},
-          {"name", r.name},
-          {"state", to_string(r.state)},
-          {"diagnosis", r.diagnosis},
-          {"restarts", restarts_json(r)},
-          {"leak_bytes_per_step", leak ? nlohmann::json(leak->bytes_per_step) : nlohmann::json()},
-          {"leak_ci95_bytes_per_step",
-           leak ? nlohmann::json(leak->ci95_bytes_per_step) : nlohmann::json()},
-          {"leak_note", leak ? nlohmann::json() : nlohmann::json(leak.error().message)},
-          {"checkpoint_path", r.checkpoint_path},
-          {"checkpoint_step", r.checkpoint_step},
-          {"total_steps", r.total_steps},
-          {"wall_seconds", wall_seconds},
-          {"shards", std::move(shards)},
-          {"restarts_by_cause", std::move(restarts_by_cause)},
-          {"exits_by_cause", r.exits_by_cause},
-          {"metrics", r.metrics}};
+  nlohmann::json doc = {
+      {"schema_version", json_schema_version},
+      {"id", r.id},
+      {"name", r.name},
+      {"state", to_string(r.state)},
+      {"diagnosis", r.diagnosis},
+      {"restarts", restarts_json(r)},
+      {"leak_bytes_per_step", leak ? nlohmann::json(leak->bytes_per_step) : nlohmann::json()},
+      {"leak_ci95_bytes_per_step",
+       leak ? nlohmann::json(leak->ci95_bytes_per_step) : nlohmann::json()},
+      {"leak_note", leak ? nlohmann::json() : nlohmann::json(leak.error().message)},
+      {"checkpoint_path", r.checkpoint_path},
+      {"checkpoint_step", r.checkpoint_step},
+      {"total_steps", r.total_steps},
+      {"wall_seconds", wall_seconds},
+      {"shards", std::move(shards)},
+      {"restarts_by_cause", std::move(restarts_by_cause)},
+      {"exits_by_cause", r.exits_by_cause},
+      {"metrics", r.metrics}};
+  if (log) add_log_fields(doc, *log);
+  return doc;
 }
 
 }  // namespace baton::supervisor

@@ -10,6 +10,7 @@
 
 #include "supervisor/job_record.h"
 #include "supervisor/job_runner.h"
+#include "supervisor/job_status.h"
 
 namespace baton::supervisor {
 
@@ -48,6 +49,8 @@ std::string format_restarts(const restart_counts& c);
 
 // `colour`: the job's state and each worker's exit cause in ANSI colour (terminal_style.h).
 std::string format_summary(const job_record& r, double wall_seconds, bool colour = false);
-nlohmann::json summary_json(const job_record& r, double wall_seconds);
+// With `log` (null: left out), the job's `log_path` and `log_tail` as status has them.
+nlohmann::json summary_json(const job_record& r, double wall_seconds,
+                            const log_view* log = nullptr);
 
 }  // namespace baton::supervisor

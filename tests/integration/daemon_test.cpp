@@ -378,6 +378,38 @@ TEST_CASE("API abuse gets errors and the daemon keeps serving", "[integration][d
   REQUIRE(d.wait(10s));
 }
 
+TEST_CASE("a daemon job whose script is missing: status shows the log's path and last lines",
+          "[integration][daemon]") {
+  const auto dir = scratch("crashtail");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const auto sock = d.socket().string();
+  const json doc = {{"name", "crashtail"},
+                    {"worker", {{"command", {python(), "/nonexistent.py"}}}},
+                    {"shard", {{"steps", 5}}},
+                    {"restart", {{"max_failures", 1}}},
+                    {"params", {{"total_steps", 5}}}};
+  const auto file = dir / "crashtail.json";
+  std::ofstream(file) << doc.dump(2);
+  const auto sub = run_baton({"submit", file.string(), "--socket", sock}, err);
+  REQUIRE(sub.code == 0);
+  const auto id = trim(sub.out);
+  CHECK(run_baton({"wait", id, "--socket", sock}, err).code == 1);
+  const auto js = run_baton({"status", id, "--json", "--socket", sock}, err);
+  REQUIRE(js.code == 0);
+  const auto s = json::parse(js.out);
+  CHECK(s.at("state") == "failed");
+  const auto log = s.at("log_path").get<std::string>();
+  CHECK_THAT(log, Catch::EndsWith("worker.log"));
+  REQUIRE(s.at("log_tail").is_array());
+  CHECK(s.at("log_tail").size() <= 5);
+  CHECK_THAT(s.at("log_tail").back().get<std::string>(),
+             Catch::Contains("No such file or directory"));
+  const auto text = run_baton({"status", id, "--socket", sock}, err);
+  CHECK_THAT(text.out, Catch::Contains("  last lines of " + log + ":\n"));
+  CHECK_THAT(text.out, Catch::Contains("No such file or directory"));
+}
+
 TEST_CASE("a foreign uid is refused with 403", "[integration][daemon]") {
   if (::geteuid() != 0) BATON_SKIP("switching to another uid needs root");
   const auto dir = scratch("foreign");

@@ -64,6 +64,23 @@ TEST_CASE("status and list colour state names only when asked", "[unit][client_c
   CHECK(plain == format_job_list(list, false));
 }
 
+TEST_CASE("a crashed job's status shows the log's path and its last lines under the diagnosis",
+          "[unit][client_command]") {
+  json s = running(160);
+  s["state"] = "failed";
+  s["diagnosis"] = "crashed 5 times without progress";
+  s["log_path"] = "/s/jobs/own-1/worker.log";
+  s["log_tail"] = {
+      "python3: can't open file '/nonexistent.py': [Errno 2] No such file or directory"};
+  const auto text = format_job_status(s);
+  CHECK_THAT(text, Catch::StartsWith("job own-1 (own): failed (crashed 5 times without progress)\n"
+                                     "  last lines of /s/jobs/own-1/worker.log:\n"
+                                     "    python3: can't open file '/nonexistent.py': [Errno 2] No "
+                                     "such file or directory\n"));
+  s["log_tail"] = nullptr;
+  CHECK_THAT(format_job_status(s), !Catch::Contains("last lines"));
+}
+
 TEST_CASE("status and list never throw on a null or mistyped field", "[unit][client_command]") {
   // `baton status` once died twice in 95 polls at shard starts: live.loss and
   // leak_bytes_per_step were null ("type must be number, but is null").
