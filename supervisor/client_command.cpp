@@ -23,6 +23,7 @@
 #include "supervisor/control_server.h"
 #include "supervisor/job_log.h"
 #include "supervisor/run_report.h"
+#include "supervisor/socket_discovery.h"
 #include "supervisor/terminal_style.h"
 
 namespace baton::supervisor {
@@ -42,8 +43,8 @@ struct client_options {
 void add_socket_option(CLI::App* cmd, client_options& o) {
   cmd->add_option("--socket", o.socket,
                   "Daemon control socket; on Windows its control endpoint file (default: "
-                  "$BATON_SOCKET, else the per-user default; Windows: "
-                  "%ProgramData%\\baton\\control-endpoint.json)");
+                  "$BATON_SOCKET, else your own daemon's socket if it answers, else "
+                  "/run/baton/baton.sock; Windows: %ProgramData%\\baton\\control-endpoint.json)");
 }
 
 std::string fixed(double v, int digits) {
@@ -70,9 +71,11 @@ std::string error_text(const api_response& r) {
 std::optional<json> call(cli_context& ctx, const client_options& o, std::string_view method,
                          const std::string& target, const json& body = nullptr,
                          int* http_status = nullptr) {
-  auto r = control_client::call(resolve_client_socket(o.socket), method, target, body);
+  const auto where = resolve_client_choice(o.socket);
+  auto r = control_client::call(where.path, method, target, body);
   if (!r) {
-    ctx.err << error_prefix(ctx.colour_err()) << r.error().message << "\n";
+    ctx.err << error_prefix(ctx.colour_err()) << unreachable_message(where, r.error().message)
+            << "\n";
     return std::nullopt;
   }
   if (http_status) *http_status = r->status;
@@ -109,12 +112,42 @@ const json& member(const json& j, const char* key) {
 
 }  // namespace
 
-fs::path resolve_client_socket(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  if (auto s = os::get_env("BATON_SOCKET"); s && !s->empty()) return *s;
+namespace {
+
+// The real sockets: a daemon "accepts" when it gives any HTTP answer to a health check, within
+// a second (a stale socket file refuses at once).
+class live_socket_probe final : public socket_probe {
+ public:
+  explicit live_socket_probe(os::env& e) : env_(e) {}
+  bool exists(const fs::path& socket) const override { return env_.file_exists(socket); }
+  bool accepts(const fs::path& socket) const override {
+    return control_client::call(socket, "GET", "/v1/health", nullptr, std::chrono::seconds(1))
+        .has_value();
+  }
+
+ private:
+  os::env& env_;
+};
+
+}  // namespace
+
+socket_choice resolve_client_choice(const std::string& flag) {
+  socket_search s;
+  s.flag = flag;
+  s.env_socket = os::get_env("BATON_SOCKET");
   const auto xdg = os::get_env("XDG_RUNTIME_DIR");
-  return default_socket_path(os::current_uid(), xdg ? xdg->c_str() : nullptr);
+  s.own_socket = default_socket_path(os::current_uid(), xdg ? xdg->c_str() : nullptr);
+  if (native_control_transport() == control_transport::tcp_loopback) {
+    s.system_socket = s.own_socket;  // Windows: one machine-wide endpoint file
+  } else if (auto sys = os::get_env("BATON_SYSTEM_SOCKET"); sys && !sys->empty()) {
+    s.system_socket = *sys;
+  } else {
+    s.system_socket = system_socket_path;
+  }
+  return discover_socket(s, live_socket_probe(os::env::default_env()));
 }
+
+fs::path resolve_client_socket(const std::string& flag) { return resolve_client_choice(flag).path; }
 
 std::string format_job_status(const json& s, bool colour) {
   std::ostringstream o;
@@ -365,9 +398,11 @@ void add_submit_command(CLI::App& app, cli_context& ctx) {
     // Relative paths in the job mean "next to the job file", wherever the daemon runs.
     const json body = {{"spec", std::move(*doc)},
                        {"base_dir", (ec ? fs::path(*config) : file).parent_path().string()}};
-    auto r = control_client::call(resolve_client_socket(o->socket), "POST", "/v1/jobs", body);
+    const auto where = resolve_client_choice(o->socket);
+    auto r = control_client::call(where.path, "POST", "/v1/jobs", body);
     if (!r) {
-      ctx.err << error_prefix(ctx.colour_err()) << r.error().message << "\n";
+      ctx.err << error_prefix(ctx.colour_err()) << unreachable_message(where, r.error().message)
+              << "\n";
       ctx.exit_code = exit_failure;
       return;
     }
@@ -634,7 +669,8 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
     }
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
-    const auto socket = resolve_client_socket(o->socket);
+    const auto where = resolve_client_choice(o->socket);
+    const auto& socket = where.path;
     // A daemon restart (upgrade, crash) must not end the wait: after the first good answer,
     // transport errors are retried for this long.
     constexpr auto reconnect_window = std::chrono::seconds(60);
@@ -646,7 +682,8 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
         const auto now = clock::now();
         if (!unreachable_since) unreachable_since = now;
         if (!answered || now - *unreachable_since > reconnect_window) {
-          ctx.err << error_prefix(ctx.colour_err()) << r.error().message << "\n";
+          ctx.err << error_prefix(ctx.colour_err()) << unreachable_message(where, r.error().message)
+                  << "\n";
           ctx.exit_code = exit_failure;
           return;
         }

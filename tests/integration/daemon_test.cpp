@@ -410,6 +410,45 @@ TEST_CASE("a daemon job whose script is missing: status shows the log's path and
   CHECK_THAT(text.out, Catch::Contains("No such file or directory"));
 }
 
+TEST_CASE(
+    "a client with no --socket finds a daemon on the system socket, and names where it looked",
+    "[integration][daemon]") {
+  // The system socket is /run/baton/baton.sock; BATON_SYSTEM_SOCKET moves it for this test, and
+  // an XDG_RUNTIME_DIR without a daemon makes the user's own socket absent (for root, the own
+  // socket is /run/baton/baton.sock itself, which no test daemon uses).
+  if (::geteuid() == 0 && fs::exists("/run/baton/baton.sock")) {
+    BATON_SKIP("a daemon listens on /run/baton/baton.sock, root's own socket");
+  }
+  const auto dir = scratch("discovery");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"BATON_SOCKET", ""},
+      {"XDG_RUNTIME_DIR", (dir / "no-runtime").string()},
+      {"BATON_SYSTEM_SOCKET", d.socket().string()}};
+  const auto list = run_baton({"list", "--json"}, err, 30s, env);
+  INFO(read_text(err));
+  CHECK(list.code == 0);
+  CHECK(json::parse(list.out).at("jobs").empty());
+
+  // Nothing on the system socket either: every place is named.
+  take_err(err);
+  const auto none = (dir / "none.sock").string();
+  const auto gone = run_baton({"list"}, err, 30s,
+                              {{"BATON_SOCKET", ""},
+                               {"XDG_RUNTIME_DIR", (dir / "no-runtime").string()},
+                               {"BATON_SYSTEM_SOCKET", none}});
+  CHECK(gone.code == 1);
+  const auto said = take_err(err);
+  CHECK_THAT(said, Catch::Contains("cannot connect to baton daemon at " + none));
+  if (::geteuid() != 0) {
+    CHECK_THAT(said, Catch::Contains("also looked at " + (dir / "no-runtime").string() +
+                                     "/baton/baton.sock (your own daemon's socket: not there)"));
+  } else {
+    CHECK_THAT(said, Catch::Contains("also looked at /run/baton/baton.sock"));
+  }
+}
+
 TEST_CASE("a foreign uid is refused with 403", "[integration][daemon]") {
   if (::geteuid() != 0) BATON_SKIP("switching to another uid needs root");
   const auto dir = scratch("foreign");
