@@ -1,6 +1,6 @@
 // Small facts about the running process that only the OS knows: where our executable lives (to
-// find baton-worker next to baton), whether stdout is a terminal (live progress line or plain
-// lines), and the per-user folders baton uses by default.
+// find baton-worker next to baton), whether stdout or stderr is a terminal (live progress line or
+// plain lines; colour or none), and the per-user folders baton uses by default.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@ namespace baton::os {
 std::filesystem::path executable_path();
 
 bool stdout_is_terminal();
+bool stderr_is_terminal();
 
 std::int64_t current_pid();
 

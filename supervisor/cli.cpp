@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "os/env.h"
+#include "os/system.h"
 #include "protocol/field_checker.h"
 #include "protocol/job_spec.h"
 #include "protocol/version.h"
@@ -18,6 +19,7 @@
 #include "supervisor/run_command.h"
 #include "supervisor/serve_command.h"
 #include "supervisor/service_command.h"
+#include "supervisor/terminal_style.h"
 
 namespace baton::supervisor {
 
@@ -63,6 +65,10 @@ std::vector<std::string> flag_names(const CLI::App& app) {
   for (const auto* opt : app.get_options()) {
     for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
   }
+  // The top-level flags (--color) are taken after a subcommand too (fallthrough).
+  if (const auto* parent = app.get_parent()) {
+    for (const auto& n : flag_names(*parent)) names.push_back(n);
+  }
   return names;
 }
 
@@ -95,7 +101,16 @@ std::optional<std::string> did_you_mean(const CLI::App& app, int argc, char** ar
   return std::nullopt;
 }
 
+bool colour_for(const std::string& flag, bool is_terminal) {
+  const auto choice = parse_colour_choice(flag);
+  return use_colour(choice ? *choice : colour_choice::automatic, is_terminal,
+                    os::get_env("NO_COLOR"));
+}
+
 }  // namespace
+
+bool cli_context::colour_out() const { return colour_for(colour_flag, out_is_terminal); }
+bool cli_context::colour_err() const { return colour_for(colour_flag, err_is_terminal); }
 
 void add_validate_command(CLI::App& app, cli_context& ctx) {
   auto* cmd = app.add_subcommand(
@@ -139,6 +154,13 @@ void add_baton_commands(CLI::App& app, cli_context& ctx) {
   // "/jobs/a.json" would be rejected there; baton's options are "--name" on every platform.
   // Set before the subcommands are added: each copies it from its parent when created.
   app.allow_windows_style_options(false);
+  // Top-level flags (--color) may come after the verb too: `baton status ID --color=never`.
+  app.fallthrough();
+  app.add_option("--color", ctx.colour_flag,
+                 "Colour state names and errors: auto (on a terminal, unless NO_COLOR is set "
+                 "and not empty), always (even with NO_COLOR), never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->default_str("auto");
   add_validate_command(app, ctx);
   add_run_command(app, ctx);
   add_serve_command(app, ctx);
@@ -157,9 +179,12 @@ void add_baton_commands(CLI::App& app, cli_context& ctx) {
   add_docs_command(app, ctx);  // last: it documents every command above
 }
 
-int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err, bool out_is_terminal,
+            bool err_is_terminal) {
   CLI::App app(baton_app_description, "baton");
   cli_context ctx{out, err, os::env::default_env()};
+  ctx.out_is_terminal = out_is_terminal;
+  ctx.err_is_terminal = err_is_terminal;
   add_baton_commands(app, ctx);
   try {
     app.parse(argc, argv);
@@ -179,6 +204,9 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   return ctx.exit_code;
 }
 
-int run_cli(int argc, char** argv) { return run_cli(argc, argv, std::cout, std::cerr); }
+int run_cli(int argc, char** argv) {
+  return run_cli(argc, argv, std::cout, std::cerr, os::stdout_is_terminal(),
+                 os::stderr_is_terminal());
+}
 
 }  // namespace baton::supervisor

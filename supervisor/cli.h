@@ -6,6 +6,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <string>
 
 namespace CLI {
 class App;
@@ -30,6 +31,16 @@ struct cli_context {
   std::ostream& err;
   os::env& environment;
   int exit_code = exit_ok;
+  // Whether out and err are terminals: the OS's answer for std::cout and std::cerr, false for
+  // the streams a test passes, so an in-process test's text never depends on where it runs.
+  bool out_is_terminal = false;
+  bool err_is_terminal = false;
+  std::string colour_flag = "auto";  // the global --color (auto, always, never)
+
+  // Whether to colour what goes to out (resp. err): --color, the stream, NO_COLOR
+  // (terminal_style.h).
+  bool colour_out() const;
+  bool colour_err() const;
 };
 
 // `baton validate CONFIG`: prints the job with every default filled, or every error (exit 2).
@@ -44,6 +55,7 @@ void add_baton_commands(CLI::App& app, cli_context& ctx);
 
 // Parses argv, runs the chosen verb and returns the process exit code. Bad input never throws.
 int run_cli(int argc, char** argv);
-int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err);
+int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err,
+            bool out_is_terminal = false, bool err_is_terminal = false);
 
 }  // namespace baton::supervisor

@@ -23,6 +23,8 @@
 #include "supervisor/control_server.h"
 #include "supervisor/job_log.h"
 #include "supervisor/run_report.h"
+#include "supervisor/socket_discovery.h"
+#include "supervisor/terminal_style.h"
 
 namespace baton::supervisor {
 
@@ -41,8 +43,8 @@ struct client_options {
 void add_socket_option(CLI::App* cmd, client_options& o) {
   cmd->add_option("--socket", o.socket,
                   "Daemon control socket; on Windows its control endpoint file (default: "
-                  "$BATON_SOCKET, else the per-user default; Windows: "
-                  "%ProgramData%\\baton\\control-endpoint.json)");
+                  "$BATON_SOCKET, else your own daemon's socket if it answers, else "
+                  "/run/baton/baton.sock; Windows: %ProgramData%\\baton\\control-endpoint.json)");
 }
 
 std::string fixed(double v, int digits) {
@@ -69,14 +71,16 @@ std::string error_text(const api_response& r) {
 std::optional<json> call(cli_context& ctx, const client_options& o, std::string_view method,
                          const std::string& target, const json& body = nullptr,
                          int* http_status = nullptr) {
-  auto r = control_client::call(resolve_client_socket(o.socket), method, target, body);
+  const auto where = resolve_client_choice(o.socket);
+  auto r = control_client::call(where.path, method, target, body);
   if (!r) {
-    ctx.err << "baton: " << r.error().message << "\n";
+    ctx.err << error_prefix(ctx.colour_err()) << unreachable_message(where, r.error().message)
+            << "\n";
     return std::nullopt;
   }
   if (http_status) *http_status = r->status;
   if (r->status < 200 || r->status >= 300) {
-    ctx.err << "baton: " << error_text(*r) << "\n";
+    ctx.err << error_prefix(ctx.colour_err()) << error_text(*r) << "\n";
     return std::nullopt;
   }
   return std::move(r->body);
@@ -108,20 +112,57 @@ const json& member(const json& j, const char* key) {
 
 }  // namespace
 
-fs::path resolve_client_socket(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  if (auto s = os::get_env("BATON_SOCKET"); s && !s->empty()) return *s;
+namespace {
+
+// The real sockets: a daemon "accepts" when it gives any HTTP answer to a health check, within
+// a second (a stale socket file refuses at once).
+class live_socket_probe final : public socket_probe {
+ public:
+  explicit live_socket_probe(os::env& e) : env_(e) {}
+  bool exists(const fs::path& socket) const override { return env_.file_exists(socket); }
+  bool accepts(const fs::path& socket) const override {
+    return control_client::call(socket, "GET", "/v1/health", nullptr, std::chrono::seconds(1))
+        .has_value();
+  }
+
+ private:
+  os::env& env_;
+};
+
+}  // namespace
+
+socket_choice resolve_client_choice(const std::string& flag) {
+  socket_search s;
+  s.flag = flag;
+  s.env_socket = os::get_env("BATON_SOCKET");
   const auto xdg = os::get_env("XDG_RUNTIME_DIR");
-  return default_socket_path(os::current_uid(), xdg ? xdg->c_str() : nullptr);
+  s.own_socket = default_socket_path(os::current_uid(), xdg ? xdg->c_str() : nullptr);
+  if (native_control_transport() == control_transport::tcp_loopback) {
+    s.system_socket = s.own_socket;  // Windows: one machine-wide endpoint file
+  } else if (auto sys = os::get_env("BATON_SYSTEM_SOCKET"); sys && !sys->empty()) {
+    s.system_socket = *sys;
+  } else {
+    s.system_socket = system_socket_path;
+  }
+  return discover_socket(s, live_socket_probe(os::env::default_env()));
 }
 
-std::string format_job_status(const json& s) {
+fs::path resolve_client_socket(const std::string& flag) { return resolve_client_choice(flag).path; }
+
+std::string format_job_status(const json& s, bool colour) {
   std::ostringstream o;
   const std::string state = str(s, "state");
-  o << "job " << str(s, "id") << " (" << str(s, "name") << "): " << state;
+  o << "job " << str(s, "id") << " (" << str(s, "name") << "): " << paint_state(state, colour);
   if (!str(s, "diagnosis").empty()) o << " (" << str(s, "diagnosis") << ")";
   if (auto q = s.find("queue_position"); q != s.end()) o << ", position " << *q << " in the queue";
   o << "\n";
+  // What the worker said last, and where the rest is: the next thing a user reads on a crash.
+  if (const auto& tail = member(s, "log_tail"); tail.is_array() && !tail.empty()) {
+    o << "  last lines of " << str(s, "log_path") << ":\n";
+    for (const auto& line : tail) {
+      if (line.is_string()) o << "    " << line.get<std::string>() << "\n";
+    }
+  }
   const auto total = num(s, "total_steps");
   const auto step = num(s, "step");
   o << "  step " << step;
@@ -180,12 +221,14 @@ std::string format_job_status(const json& s) {
       const auto& cause = member(sh, "cause");
       const std::string leak =
           format_leak_mib(real(sh, "leak_bytes_per_step"), real(sh, "leak_ci95_bytes_per_step"));
+      // The exit column is padded by paint_state: its escape codes have no width.
+      const std::string exit =
+          paint_state(cause.is_string() ? cause.get<std::string>() : "running", colour, 13);
       std::snprintf(
-          line, sizeof line, "  %5lld %7lld %7lld %8lld %8lld  %-13s %9s %16s  %s\n",
+          line, sizeof line, "  %5lld %7lld %7lld %8lld %8lld  %s %9s %16s  %s\n",
           static_cast<long long>(num(sh, "index")), static_cast<long long>(num(sh, "attempt")),
           static_cast<long long>(num(sh, "pid")), static_cast<long long>(num(sh, "start_step")),
-          static_cast<long long>(num(sh, "end_step")),
-          cause.is_string() ? cause.get<std::string>().c_str() : "running",
+          static_cast<long long>(num(sh, "end_step")), exit.c_str(),
           format_peak_mib(num(sh, "peak_rss_bytes")).c_str(),
           cause.is_string() ? leak.c_str() : "-", str(sh, "detail").c_str());
       o << line;
@@ -282,7 +325,7 @@ std::string format_job_history(const json& s, const json& h, std::int64_t now_ms
   return o.str();
 }
 
-std::string format_job_list(const json& list) {
+std::string format_job_list(const json& list, bool colour) {
   std::ostringstream o;
   const auto& jobs = member(list, "jobs");
   if (!jobs.is_array() || jobs.empty()) return "no jobs\n";
@@ -295,8 +338,9 @@ std::string format_job_list(const json& list) {
     std::string step = std::to_string(num(j, "step"));
     if (num(j, "total_steps") > 0) step += "/" + std::to_string(num(j, "total_steps"));
     const auto rss = num(j, "rss_bytes");
-    std::snprintf(line, sizeof line, "%-32s %-10s %15s %7lld %10s  %s\n", str(j, "id").c_str(),
-                  str(j, "state").c_str(), step.c_str(), static_cast<long long>(num(j, "workers")),
+    std::snprintf(line, sizeof line, "%-32s %s %15s %7lld %10s  %s\n", str(j, "id").c_str(),
+                  paint_state(str(j, "state"), colour, 10).c_str(), step.c_str(),
+                  static_cast<long long>(num(j, "workers")),
                   rss > 0 ? format_mib(rss).c_str() : "-", str(j, "diagnosis").c_str());
     o << line;
   }
@@ -354,9 +398,11 @@ void add_submit_command(CLI::App& app, cli_context& ctx) {
     // Relative paths in the job mean "next to the job file", wherever the daemon runs.
     const json body = {{"spec", std::move(*doc)},
                        {"base_dir", (ec ? fs::path(*config) : file).parent_path().string()}};
-    auto r = control_client::call(resolve_client_socket(o->socket), "POST", "/v1/jobs", body);
+    const auto where = resolve_client_choice(o->socket);
+    auto r = control_client::call(where.path, "POST", "/v1/jobs", body);
     if (!r) {
-      ctx.err << "baton: " << r.error().message << "\n";
+      ctx.err << error_prefix(ctx.colour_err()) << unreachable_message(where, r.error().message)
+              << "\n";
       ctx.exit_code = exit_failure;
       return;
     }
@@ -369,7 +415,7 @@ void add_submit_command(CLI::App& app, cli_context& ctx) {
       return;
     }
     if (r->status != 201) {
-      ctx.err << "baton: " << error_text(*r) << "\n";
+      ctx.err << error_prefix(ctx.colour_err()) << error_text(*r) << "\n";
       ctx.exit_code = exit_failure;
       return;
     }
@@ -393,7 +439,7 @@ void add_list_command(CLI::App& app, cli_context& ctx) {
       ctx.exit_code = exit_failure;
       return;
     }
-    ctx.out << (o->json ? body->dump(2) + "\n" : format_job_list(*body));
+    ctx.out << (o->json ? body->dump(2) + "\n" : format_job_list(*body, ctx.colour_out()));
     ctx.exit_code = exit_ok;
   });
 }
@@ -413,7 +459,7 @@ void add_status_command(CLI::App& app, cli_context& ctx) {
   add_socket_option(cmd, *o);
   cmd->callback([o, watch, cmd, &ctx] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -430,7 +476,7 @@ void add_status_command(CLI::App& app, cli_context& ctx) {
       if (o->json) {
         view = body->dump(2) + "\n";
       } else {
-        view = format_job_status(*body);
+        view = format_job_status(*body, ctx.colour_out());
         // The curves are a second call; without them the status is still whole, and says so.
         auto h = control_client::call(resolve_client_socket(o->socket), "GET",
                                       "/v1/jobs/" + o->id + "/history");
@@ -478,7 +524,7 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
   add_socket_option(cmd, *o);
   cmd->callback([o, follow, tail, tail_opt, stamps, &ctx] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -544,7 +590,7 @@ void add_logs_command(CLI::App& app, cli_context& ctx) {
         return;
       }
       if (const auto lost = unsigned_field(*body, "skipped", 0); lost > 0) {
-        ctx.err << "baton: " << lost
+        ctx.err << error_prefix(ctx.colour_err()) << lost
                 << " bytes of the log were rotated away before they were read\n";
       }
       print(str(*body, "data"));
@@ -574,7 +620,7 @@ void add_job_action_command(CLI::App& app, cli_context& ctx, const std::string& 
   add_socket_option(cmd, *o);
   cmd->callback([o, &ctx, verb, describe = std::move(describe)] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -617,13 +663,14 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
   add_socket_option(cmd, *o);
   cmd->callback([o, timeout_s, &ctx] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
-    const auto socket = resolve_client_socket(o->socket);
+    const auto where = resolve_client_choice(o->socket);
+    const auto& socket = where.path;
     // A daemon restart (upgrade, crash) must not end the wait: after the first good answer,
     // transport errors are retried for this long.
     constexpr auto reconnect_window = std::chrono::seconds(60);
@@ -635,12 +682,13 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
         const auto now = clock::now();
         if (!unreachable_since) unreachable_since = now;
         if (!answered || now - *unreachable_since > reconnect_window) {
-          ctx.err << "baton: " << r.error().message << "\n";
+          ctx.err << error_prefix(ctx.colour_err()) << unreachable_message(where, r.error().message)
+                  << "\n";
           ctx.exit_code = exit_failure;
           return;
         }
       } else if (r->status != 200) {
-        ctx.err << "baton: " << error_text(*r) << "\n";
+        ctx.err << error_prefix(ctx.colour_err()) << error_text(*r) << "\n";
         ctx.exit_code = exit_failure;
         return;
       } else {
@@ -657,7 +705,8 @@ void add_wait_command(CLI::App& app, cli_context& ctx) {
       }
       if (*timeout_s > 0 &&
           std::chrono::duration<double>(clock::now() - start).count() > *timeout_s) {
-        ctx.err << "baton: job " << o->id << " did not finish within " << *timeout_s << " s\n";
+        ctx.err << error_prefix(ctx.colour_err()) << "job " << o->id << " did not finish within "
+                << *timeout_s << " s\n";
         ctx.exit_code = exit_timeout;
         return;
       }
@@ -713,7 +762,7 @@ void add_rm_command(CLI::App& app, cli_context& ctx) {
   add_socket_option(cmd, *o);
   cmd->callback([o, force, &ctx] {
     if (!is_valid_job_id(o->id)) {
-      ctx.err << "baton: invalid job id '" << o->id << "'\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "invalid job id '" << o->id << "'\n";
       ctx.exit_code = exit_usage;
       return;
     }
@@ -751,7 +800,7 @@ void add_prune_command(CLI::App& app, cli_context& ctx) {
     if (!older->empty()) {
       auto ms = parse_age(*older);
       if (!ms) {
-        ctx.err << "baton: " << ms.error().message << "\n";
+        ctx.err << error_prefix(ctx.colour_err()) << ms.error().message << "\n";
         ctx.exit_code = exit_usage;
         return;
       }
@@ -778,7 +827,8 @@ void add_prune_command(CLI::App& app, cli_context& ctx) {
     bool clean = true;
     for (const auto& e : member(*body, "errors")) {
       clean = false;
-      ctx.err << "baton: cannot remove " << str(e, "id") << ": " << str(e, "error") << "\n";
+      ctx.err << error_prefix(ctx.colour_err()) << "cannot remove " << str(e, "id") << ": "
+              << str(e, "error") << "\n";
     }
     ctx.exit_code = clean ? exit_ok : exit_failure;
   });

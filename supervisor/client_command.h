@@ -1,8 +1,8 @@
 // The client verbs of `baton` that talk to a running daemon over its control socket: submit,
 // list, status, logs, cancel, resume and wait. Each is one or a few control_client calls; the
-// socket (on Windows the control endpoint file) is --socket, else $BATON_SOCKET, else
-// default_socket_path(). The human views (format_job_status, format_job_list) are pure
-// functions of the API's JSON, kept apart from the calls so that a test needs no daemon.
+// socket (on Windows the control endpoint file) is found by resolve_client_choice. The human views
+// (format_job_status, format_job_list) are pure functions of the API's JSON, kept apart from the
+// calls so that a test needs no daemon.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "supervisor/cli.h"
+#include "supervisor/socket_discovery.h"
 
 namespace baton::supervisor {
 
@@ -31,13 +32,17 @@ void add_dashboard_command(CLI::App& app, cli_context& ctx);
 // "90s", "30m", "12h", "7d", "2w" in milliseconds (`baton prune --older-than`).
 result<std::int64_t> parse_age(std::string_view text);
 
-// --socket if given, else $BATON_SOCKET, else the default path for this user.
+// Where the daemon is (socket_discovery.h): --socket if given, else $BATON_SOCKET, else this
+// user's own daemon if it answers, else the system socket ($BATON_SYSTEM_SOCKET, else
+// /run/baton/baton.sock). On Windows the machine-wide endpoint file stands for both.
+socket_choice resolve_client_choice(const std::string& flag);
 std::filesystem::path resolve_client_socket(const std::string& flag);
 
 // `baton status ID`: state, progress, newest checkpoint, memory, and the shard history table.
-std::string format_job_status(const nlohmann::json& status);
+// `colour`: state names in ANSI colour (terminal_style.h).
+std::string format_job_status(const nlohmann::json& status, bool colour = false);
 // `baton list`: one line per job.
-std::string format_job_list(const nlohmann::json& list);
+std::string format_job_list(const nlohmann::json& list, bool colour = false);
 
 // The values as `width` block characters (U+2581..U+2588), lowest to highest of all the values;
 // each character is the largest value of its slice of the series (a peak is never averaged

@@ -56,7 +56,13 @@ nlohmann::json daemon::impl::status_of(const job_entry& j) {
     soft = j.spec->memory.soft_limit_mib;
     hard = j.spec->memory.hard_limit_mib;
   }
-  json out = job_status_json(r, j.runner ? &j.runner->live() : nullptr, soft, hard);
+  // A failed or crashed job's last log lines: a bounded read (8 KiB) of its log.
+  log_view log_of{store.log_path(r.id).string(), {}};
+  if (shows_log_tail(r)) {
+    log_of.tail =
+        worker_log_tail_lines(e, store.log_path(r.id), store.job_dir(r.id), crash_tail_lines);
+  }
+  json out = job_status_json(r, j.runner ? &j.runner->live() : nullptr, soft, hard, &log_of);
   // What holds this job's workers (cgroup, or the process-group fallback: escapees may leave).
   out["containment"] = containment.mode;
   if (r.state == job_state::queued) {
@@ -116,7 +122,7 @@ api_response daemon::impl::on_call(const list_call&) {
     list.push_back(
         job_list_item(j->current(), j->runner ? &j->runner->live() : nullptr, soft, hard));
   }
-  return {200, {{"jobs", std::move(list)}}};
+  return {200, {{"schema_version", json_schema_version}, {"jobs", std::move(list)}}};
 }
 
 api_response daemon::impl::on_call(const status_call& c) {

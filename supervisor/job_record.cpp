@@ -155,27 +155,29 @@ bool counts_as_failure(exit_cause c) {
   return c == exit_cause::crashed || c == exit_cause::stalled || c == exit_cause::spawn_failed;
 }
 
+nlohmann::json shard_json(const shard_record& s) {
+  nlohmann::json rss = nlohmann::json::array();
+  for (const auto& p : s.rss) rss.push_back({p.t_ms, p.bytes, p.step});
+  return {
+      {"index", s.index},
+      {"attempt", s.attempt},
+      {"pid", s.pid},
+      {"start_step", s.start_step},
+      {"end_step", s.end_step},
+      {"started_ms", s.started_ms},
+      {"ended_ms", s.ended_ms},
+      {"cause", s.cause ? nlohmann::json(to_string(*s.cause)) : nlohmann::json(nullptr)},
+      {"detail", s.detail},
+      {"peak_rss_bytes", s.peak_rss_bytes},
+      {"leak_bytes_per_step", optional_json(s.leak_bytes_per_step)},
+      {"leak_ci95_bytes_per_step", optional_json(s.leak_ci95_bytes_per_step)},
+      {"rss", std::move(rss)},
+  };
+}
+
 nlohmann::json to_json(const job_record& r) {
   nlohmann::json shards = nlohmann::json::array();
-  for (const auto& s : r.shards) {
-    nlohmann::json rss = nlohmann::json::array();
-    for (const auto& p : s.rss) rss.push_back({p.t_ms, p.bytes, p.step});
-    shards.push_back({
-        {"index", s.index},
-        {"attempt", s.attempt},
-        {"pid", s.pid},
-        {"start_step", s.start_step},
-        {"end_step", s.end_step},
-        {"started_ms", s.started_ms},
-        {"ended_ms", s.ended_ms},
-        {"cause", s.cause ? nlohmann::json(to_string(*s.cause)) : nlohmann::json(nullptr)},
-        {"detail", s.detail},
-        {"peak_rss_bytes", s.peak_rss_bytes},
-        {"leak_bytes_per_step", optional_json(s.leak_bytes_per_step)},
-        {"leak_ci95_bytes_per_step", optional_json(s.leak_ci95_bytes_per_step)},
-        {"rss", std::move(rss)},
-    });
-  }
+  for (const auto& s : r.shards) shards.push_back(shard_json(s));
   return {
       {"id", r.id},
       {"name", r.name},

@@ -97,6 +97,17 @@ struct job_record : job_standing {
   std::int64_t seq = 0;  // state-file generation; kept by the job store, not part of the JSON
 };
 
+// The version of the job and shard JSON that the CLI and the control API emit (`baton run
+// --json`, `baton status --json`, GET /v1/jobs and /v1/jobs/{id}: the documents carry it as a
+// top-level "schema_version"). Raised when a field changes meaning or type or goes away; a new
+// field does not raise it. The stored record (to_json below) does not carry it: the job store
+// has its own compatibility rules (job_record_from_json).
+inline constexpr int json_schema_version = 1;
+
+// A shard as every JSON document shows it (the stored record, run --json, status --json): one
+// function, so the same worker has the same field names and types wherever it is printed.
+nlohmann::json shard_json(const shard_record& s);
+
 nlohmann::json to_json(const job_record& r);
 // Strict: a record that does not have the expected shape is an error naming the field.
 result<job_record> job_record_from_json(const nlohmann::json& j);

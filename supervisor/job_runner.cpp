@@ -112,13 +112,16 @@ status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir,
   return {};
 }
 
-std::string worker_log_tail(os::env& e, const fs::path& log, const fs::path& job_dir) {
+std::vector<std::string> worker_log_tail_lines(os::env& e, const fs::path& log,
+                                               const fs::path& job_dir, std::size_t max_lines) {
   constexpr std::size_t window = 8 << 10;
   constexpr std::size_t max_line = 300;
+  std::vector<std::string> lines;  // newest first until the end
+  if (max_lines == 0) return lines;
   // The log's folder is the job's: read_log_chunk opens every generation as untrusted inside it.
-  if (log.parent_path().lexically_normal() != job_dir.lexically_normal()) return {};
+  if (log.parent_path().lexically_normal() != job_dir.lexically_normal()) return lines;
   auto last = read_log_chunk(e, log, 0, 0);
-  if (!last) return {};
+  if (!last) return lines;
   const auto size = last->size;
   const std::uint64_t from = size > window ? size - window : 0;
   // The window's first line is whole if the window starts the stream or its oldest kept byte
@@ -132,7 +135,7 @@ std::string worker_log_tail(os::env& e, const fs::path& log, const fs::path& job
     at = c->next_offset;
   }
   std::size_t end = text.size();
-  while (end > 0) {
+  while (end > 0 && lines.size() < max_lines) {
     const auto nl = end == 0 ? std::string::npos : text.rfind('\n', end - 1);
     const std::size_t start = nl == std::string::npos ? 0 : nl + 1;
     std::string line = text.substr(start, end - start);
@@ -142,12 +145,18 @@ std::string worker_log_tail(os::env& e, const fs::path& log, const fs::path& job
     // The first line of the window may be cut; only a whole one counts.
     if (!line.empty() && !ours && (start > 0 || whole_first)) {
       if (line.size() > max_line) line = line.substr(0, max_line) + "...";
-      return line;
+      lines.push_back(std::move(line));
     }
     if (nl == std::string::npos) break;
     end = nl;
   }
-  return {};
+  std::reverse(lines.begin(), lines.end());
+  return lines;
+}
+
+std::string worker_log_tail(os::env& e, const fs::path& log, const fs::path& job_dir) {
+  auto lines = worker_log_tail_lines(e, log, job_dir, 1);
+  return lines.empty() ? std::string() : std::move(lines.back());
 }
 
 fs::path staging_dir_for(const fs::path& checkpoint_dir, std::int64_t shard_index) {
@@ -321,6 +330,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
 
   // History is for people looking at the job: a write that fails is logged once, never fatal.
   bool history_failed = false;
+  // The newest worker's last lines in the log (worker_log_tail_lines), read when it exited.
+  std::vector<std::string> worker_tail;
   void noted(const status& s) {
     if (s || history_failed) return;
     history_failed = true;
@@ -505,6 +516,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
                    ? ", no checkpoint yet"
                    : ", checkpoint at step " + std::to_string(record.checkpoint_step)) +
               (crashed ? "; its output: " + store.log_path(record.id).string() : ""));
+    // Its last words, for whoever watches the events (`baton run`): the log has them already.
+    if (crashed && options.on_event) {
+      for (const auto& line : worker_tail) options.on_event("  | " + line);
+    }
   }
 
   void apply_one(const act::close_interrupted_shard& x) {
@@ -939,8 +954,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     exited.last_done = last_done;
     exited.now_ms = mono_ms();
     exited.total_steps = record.total_steps;
-    exited.stderr_tail =
-        worker_log_tail(files, store.log_path(record.id), store.job_dir(record.id));
+    worker_tail = worker_log_tail_lines(files, store.log_path(record.id), store.job_dir(record.id),
+                                        crash_tail_lines);
+    exited.stderr_tail = worker_tail.empty() ? std::string() : worker_tail.back();
     // After the worker: its killed writes' temp files go, and if the record's checkpoint went
     // with it (a worker that pruned or replaced it), the newest one that verifies takes its place.
     auto after = [e = &files, dir = store.checkpoint_dir(record.id), keep = spec.checkpoints.keep,

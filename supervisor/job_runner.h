@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "os/env.h"
 #include "protocol/checkpoint_folder.h"
@@ -154,6 +155,14 @@ status verify_reported_checkpoint(os::env& e, const std::filesystem::path& check
 // their folder (the job's, `job_dir`).
 std::string worker_log_tail(os::env& e, const std::filesystem::path& log,
                             const std::filesystem::path& job_dir);
+// The same, the last `max_lines` such lines (oldest first): what `baton run` and `baton status`
+// show of a crashed worker.
+std::vector<std::string> worker_log_tail_lines(os::env& e, const std::filesystem::path& log,
+                                               const std::filesystem::path& job_dir,
+                                               std::size_t max_lines);
+
+// How many of a crashed worker's last lines `baton run` and `baton status` show.
+inline constexpr std::size_t crash_tail_lines = 5;
 
 // The folder a worker of shard `shard_index` writes folder checkpoints into:
 // <checkpoint dir>/.staging-<shard index>, made absolute.

@@ -28,10 +28,22 @@ json restarts_json(const job_record& r) {
   return {{"recycle", c.recycles}, {"failure", c.failures}, {"user", c.user_stops}};
 }
 
+bool shows_log_tail(const job_record& r) {
+  if (r.state == job_state::failed) return true;
+  if (r.shards.empty() || !r.shards.back().cause) return false;
+  return counts_as_failure(*r.shards.back().cause);
+}
+
+void add_log_fields(json& doc, const log_view& log) {
+  doc["log_path"] = log.path;
+  doc["log_tail"] = log.tail.empty() ? json(nullptr) : json(log.tail);
+}
+
 json job_status_json(const job_record& r, const live_status* live,
                      std::optional<std::int64_t> soft_limit_mib,
-                     std::optional<std::int64_t> hard_limit_mib) {
+                     std::optional<std::int64_t> hard_limit_mib, const log_view* log) {
   json j = to_json(r);
+  j["schema_version"] = json_schema_version;
   std::int64_t peak = 0;
   for (const auto& s : r.shards) peak = std::max(peak, s.peak_rss_bytes);
   j["peak_rss_bytes"] = peak;
@@ -62,6 +74,7 @@ json job_status_json(const job_record& r, const live_status* live,
   } else {
     j["live"] = nullptr;
   }
+  if (log) add_log_fields(j, *log);
   return j;
 }
 

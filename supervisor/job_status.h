@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "supervisor/job_log.h"
 #include "supervisor/job_record.h"
@@ -19,9 +21,25 @@ namespace baton::supervisor {
 // (`restarts`: recycle, failure, user) and the job's leak rate: estimate_leak pooled over every
 // worker's steady part (`leak_bytes_per_step`, `leak_ci95_bytes_per_step`, `leak_workers`), or
 // null with `leak_note` saying why ("not enough samples (...)").
+// The job's worker log as a status shows it: its path, and the last lines a worker wrote
+// (worker_log_tail_lines) when shows_log_tail says they explain the job's standing.
+struct log_view {
+  std::string path;
+  std::vector<std::string> tail;  // at most crash_tail_lines, oldest first
+};
+
+// A failed job, or one whose newest worker ended by a failure (a crash, a stall, a spawn that
+// failed): its last log lines are what the user reads next.
+bool shows_log_tail(const job_record& r);
+
+// Adds `log_path` and `log_tail` (null when there are no lines) to a job document.
+void add_log_fields(nlohmann::json& doc, const log_view& log);
+
+// With `log` (null: the fields are left out), add_log_fields.
 nlohmann::json job_status_json(const job_record& r, const live_status* live,
                                std::optional<std::int64_t> soft_limit_mib,
-                               std::optional<std::int64_t> hard_limit_mib);
+                               std::optional<std::int64_t> hard_limit_mib,
+                               const log_view* log = nullptr);
 
 // The steady part of a shard's recorded curve (its downsampled `rss` points).
 leak_sums shard_leak_sums(const shard_record& s);

@@ -189,6 +189,7 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
     progress_view v{r, l, spec->memory.soft_limit_mib.value_or(0),
                     spec->memory.hard_limit_mib.value_or(0),
                     elapsed > 1 ? static_cast<double>(l.step - start_step) / elapsed : 0.0};
+    v.colour = ctx.colour_out();
     if (tty) {
       if (now - last_draw < std::chrono::milliseconds(200)) return;
       last_draw = now;
@@ -266,10 +267,15 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
   if (http) http->stop();
   runner.reset();  // a worker still running after a second Ctrl-C is killed here
   if (tty) ctx.out << "\r\033[K";
+  log_view log_info{store.log_path(id).string(), {}};
+  if (shows_log_tail(final_record)) {
+    log_info.tail =
+        worker_log_tail_lines(e, store.log_path(id), store.job_dir(id), crash_tail_lines);
+  }
   if (o.json) {
-    ctx.out << summary_json(final_record, wall).dump(2) << "\n";
+    ctx.out << summary_json(final_record, wall, &log_info).dump(2) << "\n";
   } else {
-    ctx.out << format_summary(final_record, wall);
+    ctx.out << format_summary(final_record, wall, ctx.colour_out());
   }
   switch (final_record.state) {
     case job_state::completed:

@@ -6,6 +6,7 @@
 
 #include "supervisor/job_history.h"
 #include "supervisor/job_status.h"
+#include "supervisor/terminal_style.h"
 
 namespace baton::supervisor {
 
@@ -97,13 +98,13 @@ std::string format_progress_line(const progress_view& v) {
   }
   const auto c = count_restarts(r);
   o << " | recycles " << c.recycles;
-  if (c.failures > 0) o << " failures " << c.failures;
+  if (c.failures > 0) o << " " << paint("failures " + std::to_string(c.failures), "31", v.colour);
   return o.str();
 }
 
-std::string format_summary(const job_record& r, double wall_seconds) {
+std::string format_summary(const job_record& r, double wall_seconds, bool colour) {
   std::ostringstream o;
-  o << "job " << r.id << ": " << to_string(r.state);
+  o << "job " << r.id << ": " << paint_state(to_string(r.state), colour);
   if (!r.diagnosis.empty()) o << " (" << r.diagnosis << ")";
   o << " after " << format_duration(wall_seconds) << ", step " << r.checkpoint_step;
   if (r.total_steps > 0) o << "/" << r.total_steps;
@@ -114,11 +115,13 @@ std::string format_summary(const job_record& r, double wall_seconds) {
                   "from", "to", "exit", "peak MiB", "leak MiB/step", "detail");
     o << line;
     for (const auto& s : r.shards) {
-      std::snprintf(line, sizeof line, "  %5lld %7lld %8lld %8lld  %-13s %9s %16s  %s\n",
+      // Padded by paint_state: the escape codes have no width on screen.
+      const std::string exit =
+          paint_state(s.cause ? to_string(*s.cause) : std::string_view("running"), colour, 13);
+      std::snprintf(line, sizeof line, "  %5lld %7lld %8lld %8lld  %s %9s %16s  %s\n",
                     static_cast<long long>(s.index), static_cast<long long>(s.pid),
                     static_cast<long long>(s.start_step), static_cast<long long>(s.end_step),
-                    s.cause ? std::string(to_string(*s.cause)).c_str() : "running",
-                    format_peak_mib(s.peak_rss_bytes).c_str(),
+                    exit.c_str(), format_peak_mib(s.peak_rss_bytes).c_str(),
                     format_leak_mib(s.leak_bytes_per_step, s.leak_ci95_bytes_per_step).c_str(),
                     s.detail.c_str());
       o << line;
@@ -144,45 +147,35 @@ std::string format_summary(const job_record& r, double wall_seconds) {
   return o.str();
 }
 
-nlohmann::json summary_json(const job_record& r, double wall_seconds) {
+nlohmann::json summary_json(const job_record& r, double wall_seconds, const log_view* log) {
   nlohmann::json shards = nlohmann::json::array();
-  for (const auto& s : r.shards) {
-    shards.push_back(
-        {{"index", s.index},
-         {"attempt", s.attempt},
-         {"pid", s.pid},
-         {"start_step", s.start_step},
-         {"end_step", s.end_step},
-         {"exit_cause", s.cause ? nlohmann::json(to_string(*s.cause)) : nlohmann::json()},
-         {"detail", s.detail},
-         {"peak_rss_bytes", s.peak_rss_bytes},
-         {"leak_bytes_per_step",
-          s.leak_bytes_per_step ? nlohmann::json(*s.leak_bytes_per_step) : nlohmann::json()},
-         {"leak_ci95_bytes_per_step", s.leak_ci95_bytes_per_step
-                                          ? nlohmann::json(*s.leak_ci95_bytes_per_step)
-                                          : nlohmann::json()}});
-  }
+  for (const auto& s : r.shards) shards.push_back(shard_json(s));
   nlohmann::json restarts_by_cause = nlohmann::json::object();
   for (const auto& [cause, count] : r.exits_by_cause) {
     if (cause != "completed") restarts_by_cause[cause] = count;
   }
   const auto leak = job_leak(r);
-  return {{"id", r.id},
-          {"state", to_string(r.state)},
-          {"diagnosis", r.diagnosis},
-          {"restarts", restarts_json(r)},
-          {"leak_bytes_per_step", leak ? nlohmann::json(leak->bytes_per_step) : nlohmann::json()},
-          {"leak_ci95_bytes_per_step",
-           leak ? nlohmann::json(leak->ci95_bytes_per_step) : nlohmann::json()},
-          {"leak_note", leak ? nlohmann::json() : nlohmann::json(leak.error().message)},
-          {"checkpoint_path", r.checkpoint_path},
-          {"checkpoint_step", r.checkpoint_step},
-          {"total_steps", r.total_steps},
-          {"wall_seconds", wall_seconds},
-          {"shards", std::move(shards)},
-          {"restarts_by_cause", std::move(restarts_by_cause)},
-          {"exits_by_cause", r.exits_by_cause},
-          {"metrics", r.metrics}};
+  nlohmann::json doc = {
+      {"schema_version", json_schema_version},
+      {"id", r.id},
+      {"name", r.name},
+      {"state", to_string(r.state)},
+      {"diagnosis", r.diagnosis},
+      {"restarts", restarts_json(r)},
+      {"leak_bytes_per_step", leak ? nlohmann::json(leak->bytes_per_step) : nlohmann::json()},
+      {"leak_ci95_bytes_per_step",
+       leak ? nlohmann::json(leak->ci95_bytes_per_step) : nlohmann::json()},
+      {"leak_note", leak ? nlohmann::json() : nlohmann::json(leak.error().message)},
+      {"checkpoint_path", r.checkpoint_path},
+      {"checkpoint_step", r.checkpoint_step},
+      {"total_steps", r.total_steps},
+      {"wall_seconds", wall_seconds},
+      {"shards", std::move(shards)},
+      {"restarts_by_cause", std::move(restarts_by_cause)},
+      {"exits_by_cause", r.exits_by_cause},
+      {"metrics", r.metrics}};
+  if (log) add_log_fields(doc, *log);
+  return doc;
 }
 
 }  // namespace baton::supervisor

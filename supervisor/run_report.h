@@ -10,6 +10,7 @@
 
 #include "supervisor/job_record.h"
 #include "supervisor/job_runner.h"
+#include "supervisor/job_status.h"
 
 namespace baton::supervisor {
 
@@ -19,6 +20,7 @@ struct progress_view {
   std::int64_t soft_limit_mib = 0;  // 0: none
   std::int64_t hard_limit_mib = 0;
   double steps_per_sec = 0.0;  // measured over this run, for the ETA
+  bool colour = false;         // failures in red (terminal_style.h)
 };
 
 // "shard 3 (pid 4242) | step 471/3140 epoch 3 | loss 0.2345 acc 0.912 | rss 412/1024 MiB | ..."
@@ -45,7 +47,10 @@ restart_counts count_restarts(const job_record& r);
 // "2 recycles, 0 failures, 1 user stop".
 std::string format_restarts(const restart_counts& c);
 
-std::string format_summary(const job_record& r, double wall_seconds);
-nlohmann::json summary_json(const job_record& r, double wall_seconds);
+// `colour`: the job's state and each worker's exit cause in ANSI colour (terminal_style.h).
+std::string format_summary(const job_record& r, double wall_seconds, bool colour = false);
+// With `log` (null: left out), the job's `log_path` and `log_tail` as status has them.
+nlohmann::json summary_json(const job_record& r, double wall_seconds,
+                            const log_view* log = nullptr);
 
 }  // namespace baton::supervisor

@@ -15,6 +15,7 @@ std::filesystem::path executable_path() {
 }
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 result<std::uint64_t> own_rss_bytes() { return procfs::rss_bytes_of(current_pid()); }
 

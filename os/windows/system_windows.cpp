@@ -24,6 +24,11 @@ bool stdout_is_terminal() {
   return ::GetConsoleMode(::GetStdHandle(STD_OUTPUT_HANDLE), &mode) != 0;
 }
 
+bool stderr_is_terminal() {
+  DWORD mode = 0;
+  return ::GetConsoleMode(::GetStdHandle(STD_ERROR_HANDLE), &mode) != 0;
+}
+
 result<std::uint64_t> own_rss_bytes() {
   PROCESS_MEMORY_COUNTERS counters{};
   counters.cb = sizeof counters;

@@ -123,6 +123,7 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK_THAT(list.out, Catch::Contains("rt-1") && Catch::Contains("rt-2"));
   auto list_json = run_baton({"list", "--json", "--socket", sock}, err);
   CHECK(json::parse(list_json.out).at("jobs").size() == 2);
+  CHECK(json::parse(list_json.out).at("schema_version") == 1);
 
   // A worker takes longer than 0.2 s to start: the wait gives up, with its own exit code.
   auto short_wait = run_baton({"wait", id, "--socket", sock, "--timeout", "0.2"}, err);
@@ -137,6 +138,7 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   auto st = run_baton({"status", id, "--json", "--socket", sock}, err);
   REQUIRE(st.code == 0);
   const auto s = json::parse(st.out);
+  CHECK(s.at("schema_version") == 1);
   CHECK(s.at("state") == "completed");
   CHECK(s.at("checkpoint_step") == 24);
   CHECK(s.at("shards").size() == 3);
@@ -146,6 +148,24 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK_THAT(human.out, Catch::Contains("step 24/24"));
   CHECK_THAT(human.out, Catch::Contains("peak RSS"));
   CHECK_THAT(human.out, Catch::Contains("checkpoint: step 24 at "));
+
+  // Colour: never into a pipe on its own, nor under NO_COLOR, but --color=always wins over both.
+  const std::string esc = "\x1b[";
+  CHECK(human.out.find(esc) == std::string::npos);
+  const auto painted = run_baton({"status", id, "--color=always", "--socket", sock}, err);
+  CHECK_THAT(painted.out, Catch::Contains("job rt-1 (rt): \x1b[1;32mcompleted\x1b[0m"));
+  const auto no_color =
+      run_baton({"list", "--color=auto", "--socket", sock}, err, 30s, {{"NO_COLOR", "1"}});
+  CHECK_THAT(no_color.out, Catch::Contains("rt-1"));
+  CHECK(no_color.out.find(esc) == std::string::npos);
+  const auto forced =
+      run_baton({"--color=always", "list", "--socket", sock}, err, 30s, {{"NO_COLOR", "1"}});
+  CHECK_THAT(forced.out, Catch::Contains("\x1b[1;32mcompleted\x1b[0m"));
+  take_err(err);
+  CHECK(run_baton({"status", "nope-1", "--color=always", "--socket", sock}, err).code == 1);
+  CHECK_THAT(take_err(err), Catch::Contains("\x1b[1;31mbaton:\x1b[0m no job 'nope-1'"));
+  CHECK(run_baton({"status", "nope-1", "--socket", sock}, err, 30s, {{"NO_COLOR", "1"}}).code == 1);
+  CHECK(take_err(err).find(esc) == std::string::npos);
 
   auto logs = run_baton({"logs", id, "--socket", sock}, err);
   CHECK(logs.code == 0);
@@ -356,6 +376,77 @@ TEST_CASE("API abuse gets errors and the daemon keeps serving", "[integration][d
   CHECK(healthy());
   d.signal(false);
   REQUIRE(d.wait(10s));
+}
+
+TEST_CASE("a daemon job whose script is missing: status shows the log's path and last lines",
+          "[integration][daemon]") {
+  const auto dir = scratch("crashtail");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const auto sock = d.socket().string();
+  const json doc = {{"name", "crashtail"},
+                    {"worker", {{"command", {python(), "/nonexistent.py"}}}},
+                    {"shard", {{"steps", 5}}},
+                    {"restart", {{"max_failures", 1}}},
+                    {"params", {{"total_steps", 5}}}};
+  const auto file = dir / "crashtail.json";
+  std::ofstream(file) << doc.dump(2);
+  const auto sub = run_baton({"submit", file.string(), "--socket", sock}, err);
+  REQUIRE(sub.code == 0);
+  const auto id = trim(sub.out);
+  CHECK(run_baton({"wait", id, "--socket", sock}, err).code == 1);
+  const auto js = run_baton({"status", id, "--json", "--socket", sock}, err);
+  REQUIRE(js.code == 0);
+  const auto s = json::parse(js.out);
+  CHECK(s.at("state") == "failed");
+  const auto log = s.at("log_path").get<std::string>();
+  CHECK_THAT(log, Catch::EndsWith("worker.log"));
+  REQUIRE(s.at("log_tail").is_array());
+  CHECK(s.at("log_tail").size() <= 5);
+  CHECK_THAT(s.at("log_tail").back().get<std::string>(),
+             Catch::Contains("No such file or directory"));
+  const auto text = run_baton({"status", id, "--socket", sock}, err);
+  CHECK_THAT(text.out, Catch::Contains("  last lines of " + log + ":\n"));
+  CHECK_THAT(text.out, Catch::Contains("No such file or directory"));
+}
+
+TEST_CASE(
+    "a client with no --socket finds a daemon on the system socket, and names where it looked",
+    "[integration][daemon]") {
+  // The system socket is /run/baton/baton.sock; BATON_SYSTEM_SOCKET moves it for this test, and
+  // an XDG_RUNTIME_DIR without a daemon makes the user's own socket absent (for root, the own
+  // socket is /run/baton/baton.sock itself, which no test daemon uses).
+  if (::geteuid() == 0 && fs::exists("/run/baton/baton.sock")) {
+    BATON_SKIP("a daemon listens on /run/baton/baton.sock, root's own socket");
+  }
+  const auto dir = scratch("discovery");
+  const auto err = dir / "client.err";
+  daemon_process d(dir);
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"BATON_SOCKET", ""},
+      {"XDG_RUNTIME_DIR", (dir / "no-runtime").string()},
+      {"BATON_SYSTEM_SOCKET", d.socket().string()}};
+  const auto list = run_baton({"list", "--json"}, err, 30s, env);
+  INFO(read_text(err));
+  CHECK(list.code == 0);
+  CHECK(json::parse(list.out).at("jobs").empty());
+
+  // Nothing on the system socket either: every place is named.
+  take_err(err);
+  const auto none = (dir / "none.sock").string();
+  const auto gone = run_baton({"list"}, err, 30s,
+                              {{"BATON_SOCKET", ""},
+                               {"XDG_RUNTIME_DIR", (dir / "no-runtime").string()},
+                               {"BATON_SYSTEM_SOCKET", none}});
+  CHECK(gone.code == 1);
+  const auto said = take_err(err);
+  CHECK_THAT(said, Catch::Contains("cannot connect to baton daemon at " + none));
+  if (::geteuid() != 0) {
+    CHECK_THAT(said, Catch::Contains("also looked at " + (dir / "no-runtime").string() +
+                                     "/baton/baton.sock (your own daemon's socket: not there)"));
+  } else {
+    CHECK_THAT(said, Catch::Contains("also looked at /run/baton/baton.sock"));
+  }
 }
 
 TEST_CASE("a foreign uid is refused with 403", "[integration][daemon]") {

@@ -198,7 +198,7 @@ TEST_CASE("a bad folder announcement is rejected, the worker killed, the previou
   INFO(o.log);
   CHECK_THAT(o.log, Catch::Contains("[baton] rejected checkpoint: ") && Catch::Contains(reason));
   // The worker was killed as crashed, and the next one resumed from the last good checkpoint.
-  CHECK(o.summary["shards"][0]["exit_cause"] == "crashed");
+  CHECK(o.summary["shards"][0]["cause"] == "crashed");
   CHECK(o.summary["shards"][0]["end_step"] == 8);
   REQUIRE(o.trace.size() >= 2);
   CHECK(o.trace[1]["resume_from"] == folder_for(o.ckpt_dir, 8));

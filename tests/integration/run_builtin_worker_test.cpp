@@ -134,7 +134,7 @@ TEST_CASE("a hard limit kills at once, later workers stop in time and the weight
   CHECK(r.summary["state"] == "completed");
   CHECK(r.summary["restarts_by_cause"].value("memory_hard", 0) == 1);
   const auto& killed = r.summary["shards"][0];
-  CHECK(killed["exit_cause"] == "memory_hard");
+  CHECK(killed["cause"] == "memory_hard");
   // Killed within two poll intervals of crossing: at 2 MiB per step of a few milliseconds and
   // 10 ms polls the worker cannot have grown far past the limit.
   CHECK(killed["peak_rss_bytes"].get<std::int64_t>() < (110 + 24) * (1 << 20));

@@ -137,3 +137,38 @@ TEST_CASE("the built-in trainer refuses a job without its sections, naming them"
                         Catch::Contains("training: missing; the built-in trainer needs it"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("a worker whose script is missing: run shows the log's path and python's error",
+          "[integration][command_worker]") {
+  const auto dir = scratch("missing");
+  const json doc = {{"name", "missing"},
+                    {"worker", {{"command", {python(), "/nonexistent.py"}}}},
+                    {"shard", {{"steps", 5}}},
+                    {"restart", {{"max_failures", 1}}},
+                    {"params", {{"total_steps", 5}}}};
+  const auto job = write_job(dir, doc);
+  const auto log = dir / "state" / "jobs" / "missing" / "worker.log";
+  const auto text = baton_run(job, dir / "state", false);
+  INFO(text.out);
+  INFO(read_text(dir / "baton.stderr"));
+  CHECK(text.status == baton::os::exit_status::exited(1));
+  CHECK_THAT(text.out, Catch::Contains("ended: crashed (exit code 2") &&
+                           Catch::Contains("no checkpoint yet; its output: " + log.string()));
+  // The worker's own last line, under the event, as the log has it.
+  CHECK_THAT(text.out,
+             Catch::Contains(log.string() + "\n  | ") &&
+                 Catch::Contains("'/nonexistent.py': [Errno 2] No such file or directory\n"));
+  CHECK_THAT(text.out, Catch::Contains("job missing: failed"));
+
+  fs::remove_all(dir / "state");
+  const auto r = baton_run(job, dir / "state", true);
+  INFO(r.out);
+  const json summary = json::parse(r.out);
+  CHECK(summary["state"] == "failed");
+  CHECK(summary["log_path"] == log.string());
+  REQUIRE(summary["log_tail"].is_array());
+  CHECK(summary["log_tail"].size() <= 5);
+  CHECK_THAT(summary["log_tail"].back().get<std::string>(),
+             Catch::Contains("No such file or directory"));
+  fs::remove_all(dir);
+}

@@ -99,7 +99,7 @@ TEST_CASE("recycled and hard-killed runs end with the weights of an undisturbed 
   // Later workers stop at the budget the kill taught, before the limit.
   CHECK(hard_run.summary["restarts_by_cause"].value("memory_budget", 0) >= 1);
   const auto& killed = hard_run.summary["shards"][0];
-  CHECK(killed["exit_cause"] == "memory_hard");
+  CHECK(killed["cause"] == "memory_hard");
   CHECK(final_weights(hard_run.summary) == final_weights(calm_run.summary));
   fs::remove_all(dir);
 }

@@ -32,7 +32,7 @@ TEST_CASE("configs/seed.json runs 20 shards in 20 fresh workers with flat RSS",
   std::set<std::int64_t> pids;
   for (std::size_t i = 0; i < 20; ++i) {
     const auto& shard = s["shards"][i];
-    CHECK(shard["exit_cause"] == "completed");
+    CHECK(shard["cause"] == "completed");
     CHECK(shard["start_step"] == static_cast<std::int64_t>(157 * i));
     CHECK(shard["end_step"] == static_cast<std::int64_t>(157 * (i + 1)));
     pids.insert(shard["pid"].get<std::int64_t>());

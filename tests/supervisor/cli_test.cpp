@@ -120,6 +120,23 @@ TEST_CASE("bad command lines exit 64, help exits 0", "[unit][cli]") {
       Catch::Matches("baton \\d+\\.\\d+\\.\\d+ \\(commit ([0-9a-f]{12}(-dirty)?|unknown)\\)\\n"));
 }
 
+TEST_CASE("--color is a top-level flag taken before or after the verb", "[unit][cli]") {
+  // An invalid id fails before any daemon is asked: its error line shows the prefix.
+  auto r = run({"status", "..bad", "--color=always"});
+  CHECK(r.code == baton::supervisor::exit_usage);
+  CHECK(r.err == "\x1b[1;31mbaton:\x1b[0m invalid job id '..bad'\n");
+  r = run({"--color=never", "status", "..bad"});
+  CHECK(r.err == "baton: invalid job id '..bad'\n");
+  // The streams of an in-process run are no terminal: auto leaves them plain.
+  r = run({"status", "..bad"});
+  CHECK(r.err == "baton: invalid job id '..bad'\n");
+  r = run({"--color=sometimes", "list"});
+  CHECK(r.code == baton::supervisor::exit_usage);
+  CHECK_THAT(r.err, Catch::Contains("--color"));
+  r = run({"list", "--colr=always"});
+  CHECK_THAT(r.err, Catch::Contains("did you mean '--color'?"));
+}
+
 TEST_CASE("a mistyped command or option gets a did-you-mean", "[unit][cli]") {
   auto r = run({"stauts", "x"});
   CHECK(r.code == baton::supervisor::exit_usage);

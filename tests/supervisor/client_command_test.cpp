@@ -41,6 +41,46 @@ TEST_CASE("status shows the worker's total once known, and no total before",
   CHECK_THAT(table, !Catch::Contains("40/0"));
 }
 
+TEST_CASE("status and list colour state names only when asked", "[unit][client_command]") {
+  json s = running(160);
+  json failed = running(160);
+  failed["state"] = "failed";
+  failed["shards"] = {{{"index", 0}, {"pid", 9}, {"cause", "crashed"}, {"detail", "exit code 2"}}};
+  CHECK_THAT(format_job_status(s, true), Catch::Contains("own-1 (own): \x1b[32mrunning\x1b[0m\n"));
+  CHECK_THAT(format_job_status(failed, true), Catch::Contains("\x1b[31mcrashed\x1b[0m      "));
+  CHECK(format_job_status(s, false).find('\x1b') == std::string::npos);
+  CHECK(format_job_status(failed, false).find('\x1b') == std::string::npos);
+  CHECK_THAT(format_job_status(failed, false), Catch::Contains(" crashed        "));
+  const json list = {{"jobs", {s, failed}}};
+  const auto painted = format_job_list(list, true);
+  CHECK_THAT(painted, Catch::Contains("\x1b[32mrunning\x1b[0m   ") &&
+                          Catch::Contains("\x1b[31mfailed\x1b[0m    "));
+  // The same columns either way: only the escape codes differ.
+  std::string plain = painted;
+  for (const std::string code : {"\x1b[32m", "\x1b[31m", "\x1b[0m"}) {
+    for (auto at = plain.find(code); at != std::string::npos; at = plain.find(code))
+      plain.erase(at, code.size());
+  }
+  CHECK(plain == format_job_list(list, false));
+}
+
+TEST_CASE("a crashed job's status shows the log's path and its last lines under the diagnosis",
+          "[unit][client_command]") {
+  json s = running(160);
+  s["state"] = "failed";
+  s["diagnosis"] = "crashed 5 times without progress";
+  s["log_path"] = "/s/jobs/own-1/worker.log";
+  s["log_tail"] = {
+      "python3: can't open file '/nonexistent.py': [Errno 2] No such file or directory"};
+  const auto text = format_job_status(s);
+  CHECK_THAT(text, Catch::StartsWith("job own-1 (own): failed (crashed 5 times without progress)\n"
+                                     "  last lines of /s/jobs/own-1/worker.log:\n"
+                                     "    python3: can't open file '/nonexistent.py': [Errno 2] No "
+                                     "such file or directory\n"));
+  s["log_tail"] = nullptr;
+  CHECK_THAT(format_job_status(s), !Catch::Contains("last lines"));
+}
+
 TEST_CASE("status and list never throw on a null or mistyped field", "[unit][client_command]") {
   // `baton status` once died twice in 95 polls at shard starts: live.loss and
   // leak_bytes_per_step were null ("type must be number, but is null").

@@ -196,6 +196,7 @@ TEST_CASE("submit validates the spec and answers every error line", "[unit][daem
   REQUIRE(list.status == 200);
   REQUIRE(list.body.at("jobs").size() == 2);
   CHECK(list.body["jobs"][0]["id"] == "ok-1");
+  CHECK(list.body.at("schema_version") == 1);
   CHECK(f.call(status_call{"nope"}).status == 404);
   CHECK(f.call(logs_call{"nope", 0}).status == 404);
   CHECK(f.call(cancel_call{"nope"}).status == 404);

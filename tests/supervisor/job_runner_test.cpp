@@ -18,6 +18,7 @@
 #include "os/fault_env.h"
 #include "os/mem_env.h"
 #include "protocol/checkpoint_store.h"
+#include "supervisor/job_log_writer.h"
 #include "support/test_paths.h"
 
 using namespace baton::supervisor;
@@ -211,4 +212,27 @@ TEST_CASE("a runner sweeps staging leftovers at start and gives each worker a fr
     CHECK(e.path().filename().string().rfind(".staging-", 0) == std::string::npos);
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("a worker's last log lines leave out baton's own and come oldest first",
+          "[unit][job_runner]") {
+  baton::os::mem_env e;
+  const fs::path dir = baton::test::abs_path("/s/jobs/a");
+  REQUIRE(e.create_dirs(dir));
+  const auto log = dir / "worker.log";
+  {
+    job_log_writer w(e, log);
+    for (const char* line : {"one", "two", "[baton] worker 7 started at step 0", "three", "four",
+                             "five", "six", "[baton] worker 7 ended: crashed (exit code 2)"}) {
+      REQUIRE(w.add_line(line));
+    }
+  }
+  CHECK(worker_log_tail_lines(e, log, dir, 5) ==
+        std::vector<std::string>{"two", "three", "four", "five", "six"});
+  CHECK(worker_log_tail_lines(e, log, dir, 2) == std::vector<std::string>{"five", "six"});
+  CHECK(worker_log_tail(e, log, dir) == "six");
+  CHECK(worker_log_tail_lines(e, log, dir, 0).empty());
+  // Only a log inside the job's folder is read.
+  CHECK(worker_log_tail_lines(e, log, baton::test::abs_path("/s/jobs/b"), 5).empty());
+  CHECK(worker_log_tail_lines(e, dir / "none.log", dir, 5).empty());
 }

@@ -76,3 +76,30 @@ TEST_CASE("the job's leak is pooled over workers, not read off the newest one",
   CHECK(k.at("leak_ci95_bytes_per_step").is_null());
   CHECK(k.at("leak_note").get<std::string>().find("not enough samples") == 0);
 }
+
+TEST_CASE("a failed or crashed job's status carries its log's path and last lines",
+          "[unit][job_status]") {
+  job_record r;
+  r.id = "j-1";
+  r.state = job_state::backoff;
+  shard_record crashed;
+  crashed.cause = exit_cause::crashed;
+  r.shards = {crashed};
+  CHECK(shows_log_tail(r));
+  r.shards[0].cause = exit_cause::memory_soft;  // a recycle is no failure
+  CHECK_FALSE(shows_log_tail(r));
+  r.state = job_state::failed;
+  CHECK(shows_log_tail(r));
+  r.state = job_state::running;
+  r.shards = {shard_record{}};  // running: no cause yet
+  CHECK_FALSE(shows_log_tail(r));
+
+  const log_view log{"/s/jobs/j-1/worker.log", {"Traceback (most recent call last):", "boom"}};
+  auto j = job_status_json(r, nullptr, std::nullopt, std::nullopt, &log);
+  CHECK(j.at("log_path") == "/s/jobs/j-1/worker.log");
+  CHECK(j.at("log_tail") == nlohmann::json{"Traceback (most recent call last):", "boom"});
+  const log_view quiet{"/s/jobs/j-1/worker.log", {}};
+  j = job_status_json(r, nullptr, std::nullopt, std::nullopt, &quiet);
+  CHECK(j.at("log_tail").is_null());
+  CHECK_FALSE(job_status_json(r, nullptr, std::nullopt, std::nullopt).contains("log_tail"));
+}

@@ -142,7 +142,7 @@ TEST_CASE("baton run recovers a job a killed run left running: its shard closed 
   CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.summary.at("state") == "completed");
   REQUIRE(r.summary.at("shards").size() == 3);
-  CHECK(r.summary["shards"][0]["exit_cause"] == "stopped");
+  CHECK(r.summary["shards"][0]["cause"] == "stopped");
   CHECK(r.summary["shards"][0]["detail"] == "supervisor exited while the worker ran");
   CHECK(r.summary.at("restarts_by_cause") == json{{"stopped", 1}});
 }

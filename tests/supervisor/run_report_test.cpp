@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "supervisor/job_status.h"
+
 using namespace baton::supervisor;
 
 namespace {
@@ -72,7 +74,7 @@ TEST_CASE("the summary lists every worker with its exit cause, peak and leak",
   const auto j = summary_json(sample(), 62.0);
   CHECK(j["state"] == "completed");
   CHECK(j["restarts_by_cause"] == nlohmann::json{{"memory_soft", 2}});
-  CHECK(j["shards"][0]["exit_cause"] == "memory_soft");
+  CHECK(j["shards"][0]["cause"] == "memory_soft");
   CHECK(j["shards"][0]["peak_rss_bytes"] == (1100ll << 20));
   CHECK(j["restarts"] == nlohmann::json{{"recycle", 2}, {"failure", 0}, {"user", 0}});
   CHECK(j["leak_bytes_per_step"].is_null());
@@ -117,4 +119,61 @@ TEST_CASE("an unknown total (a command worker's job before its first progress) s
   CHECK(line == "shard 0 (pid 4242) | step 40 epoch 1 | loss 0.5000 | rss 100 MiB | recycles 2");
   CHECK(format_summary(r, 5.0).find("job seed: running after 5.0s, step 40, 1 worker\n") == 0);
   CHECK(summary_json(r, 5.0)["total_steps"] == 0);
+}
+
+TEST_CASE("run --json and status --json show a shard with the same keys and types",
+          "[unit][run_report]") {
+  auto r = sample();
+  r.shards[0].rss = {{0, 100 << 20, 0}, {50, 101 << 20, 2}};
+  shard_record open;  // a worker still running: its cause is null in both
+  open.index = 1;
+  open.start_step = 157;
+  r.shards.push_back(open);
+  const auto run = summary_json(r, 1.0);
+  const auto status = job_status_json(r, nullptr, 256, 512);
+  CHECK(run.at("schema_version") == 1);
+  CHECK(status.at("schema_version") == 1);
+  REQUIRE(run.at("shards").size() == 2);
+  REQUIRE(status.at("shards").size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& a = run["shards"][i];
+    const auto& b = status["shards"][i];
+    REQUIRE(a.size() == b.size());
+    for (const auto& [key, value] : a.items()) {
+      INFO("shard " << i << " key " << key);
+      REQUIRE(b.contains(key));
+      CHECK(value.type() == b.at(key).type());
+      CHECK(value == b.at(key));
+    }
+  }
+  CHECK(run["shards"][0].at("cause") == "memory_soft");
+  CHECK(run["shards"][1].at("cause").is_null());
+  CHECK_FALSE(run["shards"][0].contains("exit_cause"));
+  // The job's own fields: what run prints, status prints under the same name and type; only
+  // the run's wall time and its per-cause restart map are run's alone.
+  for (const auto& [key, value] : run.items()) {
+    if (key == "wall_seconds" || key == "restarts_by_cause") continue;
+    INFO("key " << key);
+    REQUIRE(status.contains(key));
+    CHECK(value.type() == status.at(key).type());
+  }
+}
+
+TEST_CASE("the summary colours the state and exit causes only when asked", "[unit][run_report]") {
+  auto r = sample();
+  r.state = job_state::failed;
+  r.shards[0].cause = exit_cause::crashed;
+  const auto painted = format_summary(r, 62.0, true);
+  CHECK(painted.find("job seed: \x1b[31mfailed\x1b[0m after 1m02s") == 0);
+  CHECK_THAT(painted, Catch::Contains("\x1b[31mcrashed\x1b[0m          1100.0"));
+  const auto plain = format_summary(r, 62.0, false);
+  CHECK(plain.find('\x1b') == std::string::npos);
+  CHECK_THAT(plain, Catch::Contains("  crashed          1100.0"));
+  live_status l;
+  l.pid = 1;
+  r.exits_by_cause = {{"crashed", 2}};
+  progress_view v{r, l};
+  CHECK_THAT(format_progress_line(v), Catch::EndsWith("| recycles 0 failures 2"));
+  v.colour = true;
+  CHECK_THAT(format_progress_line(v), Catch::EndsWith("| recycles 0 \x1b[31mfailures 2\x1b[0m"));
 }

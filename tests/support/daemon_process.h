@@ -41,11 +41,14 @@ struct outcome {
   std::string out;
 };
 
-// Runs `baton args...` to completion (argv, no shell) and returns its exit code and stdout.
+// Runs `baton args...` to completion (argv, no shell) and returns its exit code and stdout;
+// `env` is added to the test's own environment.
 inline outcome run_baton(const std::vector<std::string>& args, const fs::path& err_log,
-                         std::chrono::seconds limit = 30s) {
+                         std::chrono::seconds limit = 30s,
+                         std::vector<std::pair<std::string, std::string>> env = {}) {
   asio::io_context io;
   baton::os::spawn_options o;
+  o.env = std::move(env);
   o.argv = {BATON_EXE};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
   o.stderr_log = err_log;
