@@ -120,7 +120,7 @@ TEST_CASE("bad command lines exit 64, help exits 0", "[unit][cli]") {
       Catch::Matches("baton \\d+\\.\\d+\\.\\d+ \\(commit ([0-9a-f]{12}(-dirty)?|unknown)\\)\\n"));
 }
 
-TEST_CASE("--color is a top-level flag taken before or after the verb", "[unit][cli]") {
+TEST_CASE("the --color flag is top-level, taken before or after the verb", "[unit][cli]") {
   // An invalid id fails before any daemon is asked: its error line shows the prefix.
   auto r = run({"status", "..bad", "--color=always"});
   CHECK(r.code == baton::supervisor::exit_usage);

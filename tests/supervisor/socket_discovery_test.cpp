@@ -33,7 +33,7 @@ socket_search user_search() {
 
 }  // namespace
 
-TEST_CASE("--socket, then BATON_SOCKET, win without a look at any socket",
+TEST_CASE("the --socket flag, then BATON_SOCKET, win without a look at any socket",
           "[unit][socket_discovery]") {
   table_probe probe;
   probe.present = {own};

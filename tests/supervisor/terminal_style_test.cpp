@@ -17,7 +17,7 @@ TEST_CASE("colour only on a terminal, never under a non-empty NO_COLOR unless fo
   CHECK_FALSE(use_colour(colour_choice::never, true, unset));
 }
 
-TEST_CASE("--color takes auto, always or never", "[unit][terminal_style]") {
+TEST_CASE("the --color flag takes auto, always or never", "[unit][terminal_style]") {
   CHECK(*parse_colour_choice("auto") == colour_choice::automatic);
   CHECK(*parse_colour_choice("always") == colour_choice::always);
   CHECK(*parse_colour_choice("never") == colour_choice::never);
