@@ -34,6 +34,20 @@ bool shows_log_tail(const job_record& r) {
   return counts_as_failure(*r.shards.back().cause);
 }
 
+void add_leak_fields(json& doc, const job_record& r) {
+  if (auto leak = job_leak(r)) {
+    doc["leak_bytes_per_step"] = leak->bytes_per_step;
+    doc["leak_ci95_bytes_per_step"] = leak->ci95_bytes_per_step;
+    doc["leak_workers"] = leak->workers;
+    doc["leak_note"] = nullptr;
+  } else {
+    doc["leak_bytes_per_step"] = nullptr;
+    doc["leak_ci95_bytes_per_step"] = nullptr;
+    doc["leak_workers"] = 0;
+    doc["leak_note"] = leak.error().message;
+  }
+}
+
 void add_log_fields(json& doc, const log_view& log) {
   doc["log_path"] = log.path;
   doc["log_tail"] = log.tail.empty() ? json(nullptr) : json(log.tail);
@@ -47,17 +61,7 @@ json job_status_json(const job_record& r, const live_status* live,
   std::int64_t peak = 0;
   for (const auto& s : r.shards) peak = std::max(peak, s.peak_rss_bytes);
   j["peak_rss_bytes"] = peak;
-  if (auto leak = job_leak(r)) {
-    j["leak_bytes_per_step"] = leak->bytes_per_step;
-    j["leak_ci95_bytes_per_step"] = leak->ci95_bytes_per_step;
-    j["leak_workers"] = leak->workers;
-    j["leak_note"] = nullptr;
-  } else {
-    j["leak_bytes_per_step"] = nullptr;
-    j["leak_ci95_bytes_per_step"] = nullptr;
-    j["leak_workers"] = 0;
-    j["leak_note"] = leak.error().message;
-  }
+  add_leak_fields(j, r);
   j["restarts"] = restarts_json(r);
   j["soft_limit_mib"] = soft_limit_mib ? json(*soft_limit_mib) : json(nullptr);
   j["hard_limit_mib"] = hard_limit_mib ? json(*hard_limit_mib) : json(nullptr);

@@ -32,6 +32,11 @@ struct log_view {
 // failed): its last log lines are what the user reads next.
 bool shows_log_tail(const job_record& r);
 
+// Adds the job's leak (job_leak) to a job document: `leak_bytes_per_step`,
+// `leak_ci95_bytes_per_step`, `leak_workers`, and `leak_note` saying why when there is none.
+// Status and `run --json` both write it through here, so the two cannot drift apart.
+void add_leak_fields(nlohmann::json& doc, const job_record& r);
+
 // Adds `log_path` and `log_tail` (null when there are no lines) to a job document.
 void add_log_fields(nlohmann::json& doc, const log_view& log);
 

@@ -154,26 +154,21 @@ nlohmann::json summary_json(const job_record& r, double wall_seconds, const log_
   for (const auto& [cause, count] : r.exits_by_cause) {
     if (cause != "completed") restarts_by_cause[cause] = count;
   }
-  const auto leak = job_leak(r);
-  nlohmann::json doc = {
-      {"schema_version", json_schema_version},
-      {"id", r.id},
-      {"name", r.name},
-      {"state", to_string(r.state)},
-      {"diagnosis", r.diagnosis},
-      {"restarts", restarts_json(r)},
-      {"leak_bytes_per_step", leak ? nlohmann::json(leak->bytes_per_step) : nlohmann::json()},
-      {"leak_ci95_bytes_per_step",
-       leak ? nlohmann::json(leak->ci95_bytes_per_step) : nlohmann::json()},
-      {"leak_note", leak ? nlohmann::json() : nlohmann::json(leak.error().message)},
-      {"checkpoint_path", r.checkpoint_path},
-      {"checkpoint_step", r.checkpoint_step},
-      {"total_steps", r.total_steps},
-      {"wall_seconds", wall_seconds},
-      {"shards", std::move(shards)},
-      {"restarts_by_cause", std::move(restarts_by_cause)},
-      {"exits_by_cause", r.exits_by_cause},
-      {"metrics", r.metrics}};
+  nlohmann::json doc = {{"schema_version", json_schema_version},
+                        {"id", r.id},
+                        {"name", r.name},
+                        {"state", to_string(r.state)},
+                        {"diagnosis", r.diagnosis},
+                        {"restarts", restarts_json(r)},
+                        {"checkpoint_path", r.checkpoint_path},
+                        {"checkpoint_step", r.checkpoint_step},
+                        {"total_steps", r.total_steps},
+                        {"wall_seconds", wall_seconds},
+                        {"shards", std::move(shards)},
+                        {"restarts_by_cause", std::move(restarts_by_cause)},
+                        {"exits_by_cause", r.exits_by_cause},
+                        {"metrics", r.metrics}};
+  add_leak_fields(doc, r);
   if (log) add_log_fields(doc, *log);
   return doc;
 }
