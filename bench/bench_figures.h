@@ -4,12 +4,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "os/env.h"
 
 namespace baton::bench {
+
+// The benchmark's own name, for its error messages: each one that calls die() defines it,
+// `const char* const baton::bench::bench_name = "shard_switch_bench";`.
+extern const char* const bench_name;
+
+// "<bench_name>: <why>" on stderr and exit 1: a benchmark that cannot run says why and stops.
+[[noreturn]] inline void die(const std::string& why) {
+  std::fprintf(stderr, "%s: %s\n", bench_name, why.c_str());
+  std::exit(1);
+}
 
 // NaN for no runs.
 inline double median(std::vector<double> v) {

@@ -40,14 +40,12 @@ namespace http = beast::http;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using baton::bench::cpu_model;
+using baton::bench::die;
 using baton::bench::median;
 
-namespace {
+const char* const baton::bench::bench_name = "daemon_overhead_bench";
 
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "daemon_overhead_bench: %s\n", why.c_str());
-  std::exit(1);
-}
+namespace {
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);

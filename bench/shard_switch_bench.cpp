@@ -26,14 +26,12 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using baton::bench::cpu_model;
+using baton::bench::die;
 using baton::bench::median;
 
-namespace {
+const char* const baton::bench::bench_name = "shard_switch_bench";
 
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "shard_switch_bench: %s\n", why.c_str());
-  std::exit(1);
-}
+namespace {
 
 struct run_result {
   double seconds = 0;
