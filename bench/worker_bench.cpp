@@ -2,7 +2,10 @@
 // per epoch, samples/s, GFLOP/s of forward+backward, the optimizer's share, and memory (peak RSS
 // against the bytes of the worker's state, RSS at the first and the last step). When
 // python3-torch is importable it runs the same epochs in PyTorch (bench/torch_epoch.py, spawned
-// with an argv vector), stock and with tuned malloc, and prints the ratios. Figures only: nothing
+// with an argv vector), stock and with tuned malloc, and prints the ratios. It names the CPU and
+// its vector ISA and measures the machine's own limits (bench/machine_peaks.h): fwd+bwd is shown
+// as a share of the FMA peak on as many threads, the optimizer against its streaming floor (the
+// bytes Adam must read and write per step at the triad bandwidth). Figures only: nothing
 // asserts timing; `--quick` runs a few steps so a ctest smoke test keeps this code alive.
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "bench_figures.h"
+#include "machine_peaks.h"
 #include "os/env.h"
 #include "os/process.h"
 #include "worker/model.h"
@@ -96,6 +100,7 @@ struct figures {
   std::vector<double> fwdbwd_s;  // train_step alone, split from the optimizer
   std::vector<double> opt_s;     // optimizer::step alone
   double state_bytes = 0;
+  double opt_bytes_per_step = 0;  // what the optimizer reads and writes, at least, each step
   std::optional<double> rss_first, rss_last, peak;
   std::optional<double> anon_first, anon_last;  // RssAnon: heap and stacks, without code pages
   double final_loss = NAN;
@@ -124,6 +129,9 @@ figures run_worker(int threads, const options& o, const row_matrix<float>& x,
     // The bytes a worker must hold: weights, gradients, optimizer state, data, layer buffers.
     for (auto& p : m.parameters()) f.state_bytes += 2.0 * p.value.size_bytes();
     for (auto& s : opt->state()) f.state_bytes += s.value.size_bytes();
+    // Each weight read and written, its gradient read, each state array read and written.
+    for (auto& p : m.parameters()) f.opt_bytes_per_step += 3.0 * p.value.size_bytes();
+    for (auto& s : opt->state()) f.opt_bytes_per_step += 2.0 * s.value.size_bytes();
     f.state_bytes += (x.size() + y.size()) * sizeof(float);
     for (std::size_t i = 0; i < m.layer_count(); ++i) {
       f.state_bytes += 2.0 * m.max_batch() * m.layer(i).units() * sizeof(float);
@@ -298,29 +306,46 @@ int main(int argc, char** argv) {
       o.quick ? " (--quick: a few steps, figures meaningless)" : "");
   std::printf("load average (1 min) at start: %s; medians of %d epochs after 1 warm-up epoch\n",
               load_average().c_str(), o.quick ? 1 : o.epochs);
+  std::printf("CPU: %s; %s\n", baton::bench::cpu_model().c_str(),
+              baton::bench::vector_isa().c_str());
+  // The machine's own limits, measured now, per thread count.
+  std::map<int, double> fma_peak, triad;
+  for (int t : o.threads) {
+    fma_peak[t] = baton::bench::fma_peak_flops(t, o.quick ? 0.03 : 0.6);
+    triad[t] = baton::bench::stream_triad_bytes_per_second(t, o.quick ? 1 : 5);
+    std::printf("%d thread%s: FMA peak %.1f GFLOP/s (fp32), triad %.1f GB/s\n", t,
+                t == 1 ? "" : "s", fma_peak[t] / 1e9, triad[t] / 1e9);
+  }
   const double epoch_fraction =
       o.quick ? static_cast<double>(o.quick_steps * batch) / rows_total : 1.0;
 
   std::vector<figures> runs;
   bool ok = true;
-  std::printf("%-7s %9s %10s %13s %12s %12s %10s %9s %6s %21s %19s\n", "threads", "s/epoch",
-              "samples/s", "fwd+bwd GF/s", "opt s/epoch", "fwd+bwd s", "state MiB", "peak MiB",
-              "ratio", "RSS MiB first->last", "anon first->last");
+  std::printf("%-7s %9s %10s %13s %6s %12s %10s %12s %10s %9s %6s %21s %19s\n", "threads",
+              "s/epoch", "samples/s", "fwd+bwd GF/s", "%peak", "opt s/epoch", "opt/floor",
+              "fwd+bwd s", "state MiB", "peak MiB", "ratio", "RSS MiB first->last",
+              "anon first->last");
   for (int t : o.threads) {
     figures f = run_worker(t, o, x, y);
     ok = ok && f.finite;
     const double ep = median(f.epoch_s), fb = median(f.fwdbwd_s), op = median(f.opt_s);
+    const double steps = o.quick ? o.quick_steps : (rows_total + batch - 1) / batch;
+    const double opt_floor_s = f.opt_bytes_per_step * steps / triad[t];
+    const double fwdbwd_flops = gflop * 1e9 * epoch_fraction / fb;
     std::printf(
-        "%-7d %9.3f %10.0f %13.1f %12.3f %12.3f %10.1f %9.1f %6.2f %10.1f->%-10.1f %8.1f->%-8.1f\n",
-        f.threads, ep, rows_total * epoch_fraction / ep, gflop * epoch_fraction / fb, op, fb,
-        mib(f.state_bytes), f.peak ? mib(*f.peak) : NAN, f.peak ? *f.peak / f.state_bytes : NAN,
+        "%-7d %9.3f %10.0f %13.1f %5.0f%% %12.3f %10.2f %12.3f %10.1f %9.1f %6.2f "
+        "%10.1f->%-10.1f %8.1f->%-8.1f\n",
+        f.threads, ep, rows_total * epoch_fraction / ep, fwdbwd_flops / 1e9,
+        100.0 * fwdbwd_flops / fma_peak[t], op, op / opt_floor_s, fb, mib(f.state_bytes),
+        f.peak ? mib(*f.peak) : NAN, f.peak ? *f.peak / f.state_bytes : NAN,
         f.rss_first ? mib(*f.rss_first) : NAN, f.rss_last ? mib(*f.rss_last) : NAN,
         f.anon_first ? mib(*f.anon_first) : NAN, f.anon_last ? mib(*f.anon_last) : NAN);
     runs.push_back(std::move(f));
   }
   std::printf(
       "(s/epoch: train_step with the fused optimizer update; fwd+bwd and opt: the same epochs run "
-      "as train_step then optimizer::step, timed apart)\n");
+      "as train_step then optimizer::step, timed apart; %%peak: fwd+bwd FLOP/s over the FMA "
+      "peak; opt/floor: opt s over the optimizer's bytes per step at the triad bandwidth)\n");
 
   if (o.torch) {
     std::printf("%-7s %9s %12s %12s %12s %12s\n", "threads", "baton s", "torch stock",
