@@ -17,6 +17,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/system/error_code.hpp>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -62,6 +63,10 @@ struct spawn_options {
   // be outside; in every mode it also gets BATON_WORKER_GROUP=<supervisor>/<group> in its
   // environment, which the process-group fallback uses to find escapees re-parented to us.
   std::string group;
+  // Paced reading of stdout and stderr (os/pipe_pump.h, "Paced reading"): a read that brought a
+  // trickle waits for the next multiple of this on the steady clock, so many chatty workers
+  // cost one wakeup a tick instead of one a line. 0: every line is handled as it comes.
+  std::chrono::milliseconds read_pace{0};
 };
 
 // How workers are held together on this host (setup_containment).

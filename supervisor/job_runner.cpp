@@ -609,6 +609,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.env = inv.env;
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
+    o.read_pace = options.read_pace;
     // Through us, not to a file: stamped, rotated, cut, and never more than a chunk in memory.
     o.on_stderr = [weak = weak_from_this(), gen = worker_gen + 1](
                       const boost::system::error_code& ec, std::string_view data) {

@@ -75,6 +75,11 @@ struct runner_options {
   job_history* history = nullptr;
   // The job log's rotation (daemon settings log_max_mib and log_keep; `baton run`: defaults).
   log_limits log;
+  // The worker's stdout and stderr are read on a tick of this period (os::spawn_options
+  // read_pace): eight workers reporting ten times a second then wake the daemon four times a
+  // second, not eighty. A line is handled at most this much later; nothing waits on that, and
+  // a worker's exit ends the pacing. 0: every line at once.
+  std::chrono::milliseconds read_pace{250};
 };
 
 class job_runner {

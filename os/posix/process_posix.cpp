@@ -328,13 +328,13 @@ class posix_process final : public process::impl,
 
   posix_process(child proc, asio::readable_pipe out, asio::writable_pipe in,
                 std::optional<asio::readable_pipe> err, std::shared_ptr<cgroup::job_cgroup> cg,
-                std::string marker)
+                std::string marker, std::chrono::milliseconds read_pace)
       : proc_(std::move(proc)),
-        pipes_(std::move(out), std::move(in)),
+        pipes_(std::move(out), std::move(in), read_pace),
         pid_(proc_.id()),
         cg_(std::move(cg)),
         marker_(std::move(marker)) {
-    if (err) err_.emplace(std::move(*err));
+    if (err) err_.emplace(std::move(*err), read_pace);
     register_pid(pid_);
   }
 
@@ -386,6 +386,9 @@ class posix_process final : public process::impl,
         st = from_native(self->proc_.native_exit_code());
         self->proc_.detach();  // reaped: the pid may be reused, never signal it through bp again
       }
+      // Its last lines and the end of its output are wanted now, not at the next tick.
+      self->pipes_.read_now(self);
+      if (self->err_) self->err_->read_now(self);
       if (self->on_exit_ && !self->abandoned_) std::exchange(self->on_exit_, nullptr)(ec, st);
     });
   }
@@ -530,9 +533,9 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   in_read.reset();
   out_write.reset();
   err.reset();
-  auto state =
-      std::make_shared<posix_process>(std::move(proc), std::move(out), std::move(in),
-                                      std::move(err_pipe), std::move(cg), std::move(marker));
+  auto state = std::make_shared<posix_process>(std::move(proc), std::move(out), std::move(in),
+                                               std::move(err_pipe), std::move(cg),
+                                               std::move(marker), options.read_pace);
   state->start_stderr(options.on_stderr);
   return std::make_unique<process>(std::move(state));
 }

@@ -210,13 +210,14 @@ class windows_process final : public process::impl,
                               public std::enable_shared_from_this<windows_process> {
  public:
   windows_process(asio::io_context& io, unique_handle process, unique_handle job, DWORD pid,
-                  unique_handle out, unique_handle in, unique_handle err)
+                  unique_handle out, unique_handle in, unique_handle err,
+                  std::chrono::milliseconds read_pace)
       : waiter_(io, process.release()),
         job_(std::move(job)),
         pipes_(asio::windows::stream_handle(io, out.release()),
-               asio::windows::stream_handle(io, in.release())),
+               asio::windows::stream_handle(io, in.release()), read_pace),
         pid_(pid) {
-    if (err) err_.emplace(asio::windows::stream_handle(io, err.release()));
+    if (err) err_.emplace(asio::windows::stream_handle(io, err.release()), read_pace);
   }
 
   // From spawn, before it returns: the worker must never block on a full stderr pipe.
@@ -263,6 +264,9 @@ class windows_process final : public process::impl,
           ec = error_code(static_cast<int>(::GetLastError()), boost::system::system_category());
         }
       }
+      // Its last lines and the end of its output are wanted now, not at the next tick.
+      self->pipes_.read_now(self);
+      if (self->err_) self->err_->read_now(self);
       if (self->on_exit_ && !self->abandoned_) std::exchange(self->on_exit_, nullptr)(ec, st);
     });
   }
@@ -437,9 +441,9 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   err.reset();
   lock.unlock();
 
-  auto state = std::make_shared<windows_process>(io, std::move(proc), std::move(job),
-                                                 pi.dwProcessId, std::move(out->parent),
-                                                 std::move(in->parent), std::move(err_parent));
+  auto state = std::make_shared<windows_process>(
+      io, std::move(proc), std::move(job), pi.dwProcessId, std::move(out->parent),
+      std::move(in->parent), std::move(err_parent), options.read_pace);
   state->start_stderr(options.on_stderr);
   return std::make_unique<process>(std::move(state));
 }

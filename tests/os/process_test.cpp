@@ -553,3 +553,29 @@ TEST_CASE("a worker dies when the process that spawned it is killed", "[integrat
   CHECK(wait_dead(worker));
   (void)baton::os::reap_orphans();  // it may have been re-parented to us
 }
+
+TEST_CASE("paced reading: a worker's last lines, stderr and end come at its exit, not a tick later",
+          "[integration][process]") {
+  boost::asio::io_context io;
+  baton::os::spawn_options opt;
+  // A line, a pause long enough that the first read has parked the reader, the rest, the exit.
+  opt.argv = {"python3", "-c",
+              "import sys, time\nprint('first', flush=True)\ntime.sleep(0.3)\n"
+              "print('second'); print('third', flush=True)\nsys.stderr.write('err tail')\n"};
+  opt.read_pace = std::chrono::hours(1);  // a tick that never comes within the test
+  std::string err;
+  bool err_done = false;
+  opt.on_stderr = [&](const boost::system::error_code& ec, std::string_view data) {
+    if (ec) err_done = true;
+    err += data;
+  };
+  auto started = baton::os::spawn(io, opt);
+  REQUIRE(started);
+  auto& p = **started;
+  observed o;
+  watch(p, o);
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done && err_done; }));
+  CHECK(o.lines == std::vector<std::string>{"first", "second", "third"});
+  CHECK(o.read_end == boost::asio::error::eof);
+  CHECK(err == "err tail");
+}
