@@ -609,7 +609,11 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.env = inv.env;
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
-    o.read_pace = options.read_pace;
+    // Never slower than the RSS samples: a sample pairs the RSS with the step last read, and
+    // several samples on one stale step would bend the leak fit into a staircase.
+    o.read_pace =
+        std::min(options.read_pace,
+                 std::chrono::milliseconds(std::max<std::int64_t>(1, spec.memory.poll_ms)));
     // Through us, not to a file: stamped, rotated, cut, and never more than a chunk in memory.
     o.on_stderr = [weak = weak_from_this(), gen = worker_gen + 1](
                       const boost::system::error_code& ec, std::string_view data) {

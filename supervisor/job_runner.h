@@ -78,7 +78,8 @@ struct runner_options {
   // The worker's stdout and stderr are read on a tick of this period (os::spawn_options
   // read_pace): eight workers reporting ten times a second then wake the daemon four times a
   // second, not eighty. A line is handled at most this much later; nothing waits on that, and
-  // a worker's exit ends the pacing. 0: every line at once.
+  // a worker's exit ends the pacing. Capped at the job's memory.poll_ms, so that each RSS sample
+  // meets a step read since the last one. 0: every line at once.
   std::chrono::milliseconds read_pace{250};
 };
 
