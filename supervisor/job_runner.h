@@ -75,6 +75,9 @@ struct runner_options {
   job_history* history = nullptr;
   // The job log's rotation (daemon settings log_max_mib and log_keep; `baton run`: defaults).
   log_limits log;
+  // Set (jobs_run_as = "submitter"): the user every worker of this job runs as, who also gets
+  // each worker's staging folder. Unset: the supervisor's own user.
+  std::optional<os::process_credentials> run_as;
 };
 
 class job_runner {
