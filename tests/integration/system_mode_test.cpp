@@ -185,13 +185,22 @@ TEST_CASE(
                       "hostile",
                       {{"hostile", {{"file", secret.string()}, {"folder", secret_dir.string()}}}}))
             .string());
-    const auto s = d.poll(h, done, 30s);
-    INFO(s.dump() << "\n" << d.log());
+    const auto failed = d.poll(h, done, 30s);
+    INFO(failed.dump() << "\n" << d.log());
+    CHECK(failed.at("state") == "failed");  // its first worker planted the links and crashed
     const json me = json::parse(read_text(state / h / "identity.json"));
     CHECK(me.at("hostile").at("setuid0") == "refused");
     CHECK(me.at("hostile").at("open") == "refused");
     CHECK(me.at("hostile").at("planted") == true);
     CHECK(me.at("uid") == alice.uid());
+    // A resume starts a new runner: the job's log and history are opened afresh, where the
+    // links now are, and the next worker's staging folder is made again.
+    auto resumed = run_baton_as(alice.credentials(), {"resume", h, "--socket", sock});
+    INFO(resumed.err);
+    CHECK(resumed.code == 0);
+    CHECK(d.poll(
+               h, [](const json& s) { return s.at("state") == "completed"; }, 30s)
+              .at("state") == "completed");
     // The daemon appended its lines, wrote its history and removed the staging folder after
     // the worker: through none of the links.
     CHECK(read_text(secret) == "root only\n");

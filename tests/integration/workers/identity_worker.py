@@ -2,10 +2,11 @@
 
 It writes {"uid", "euid", "gid", "egid", "groups"} to identity.json in BATON_JOB_DIR, then runs
 params.total_steps steps with one checkpoint at the end, as chatty_worker.py does. With
-params.hostile (a file and a folder only root may touch) it first tries to get at them: setuid(0),
-a direct open, and links planted where the daemon (root) later appends, writes and removes:
-worker.log and history.jsonl point at the file, its staging folder at the folder. What each try
-gave is in identity.json under "hostile".
+params.hostile (a file and a folder only root may touch) its first run tries to get at them:
+setuid(0), a direct open, and links planted where the daemon (root) later appends, writes and
+removes: worker.log and history.jsonl point at the file, its staging folder at the folder; what
+each try gave is in identity.json under "hostile". That run then crashes (the job fails); the
+run after a resume completes.
 """
 import json
 import os
@@ -55,11 +56,20 @@ def main():
     send({"type": "hello", "protocol": 1, "pid": os.getpid(), "worker": "identity 1.0"})
     me = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "egid": os.getegid(),
           "groups": sorted(os.getgroups())}
-    if "hostile" in params:
+    marker = os.path.join(job_dir, "planted")
+    if "hostile" in params and not os.path.exists(marker):
         me["hostile"] = attack(job_dir, params["hostile"])
-    with open(os.path.join(job_dir, "identity.json"), "w") as f:
-        json.dump(me, f)
-    # Lines the daemon appends to worker.log, which is now a link.
+        with open(os.path.join(job_dir, "identity.json"), "w") as f:
+            json.dump(me, f)
+        open(marker, "w").close()
+        # Crash, so the job fails and rests: a `baton resume` then makes the daemon open its
+        # log and history afresh, where the links now are.
+        print("planted; crashing", file=sys.stderr, flush=True)
+        return 1
+    if "hostile" not in params:
+        with open(os.path.join(job_dir, "identity.json"), "w") as f:
+            json.dump(me, f)
+    # Lines the daemon appends to worker.log, which may be a link by now.
     for i in range(3):
         print("worker stderr line %d" % i, file=sys.stderr, flush=True)
     total = int(params["total_steps"])
