@@ -1,7 +1,8 @@
 // env is the door to the operating system for files (after leveldb's Env): job records,
 // checkpoints and settings are read and written through it, so tests can swap in an in-memory or
 // fault-injecting env. Not every file access does yet: some supervisor log appends and reads
-// still go to the filesystem directly. Implementations: os/posix/env_posix.cpp,
+// still go to the filesystem directly. make_no_follow_env() is the variant for folders another
+// user owns (system mode's job folders). Implementations: os/posix/env_posix.cpp,
 // os/windows/env_windows.cpp, os/mem_env.h, os/fault_env.h (wraps another env).
 // An env is shared and outlives every file it hands out; callers own the returned files.
 #pragma once
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,9 @@ class readable_file {
   virtual std::uint64_t size() const = 0;  // as of opening
   // Replaces `out` with the `n` bytes at `offset`, fewer only past the end of the file.
   virtual status read(std::uint64_t offset, std::size_t n, std::string& out) = 0;
+  // The uid that owns the opened file (fstat on the handle, so nothing can be swapped in
+  // between); unset where the env has no owners (in memory, Windows).
+  virtual std::optional<std::uint32_t> owner_uid() const { return std::nullopt; }
 };
 
 // What an entry is, seen without following a symlink (lstat / symlink_status), so a checkpoint
@@ -42,7 +47,8 @@ enum class entry_kind { missing, regular, directory, symlink, other };
 
 struct entry_info {
   entry_kind kind = entry_kind::missing;
-  std::uint64_t size = 0;  // regular files only
+  std::uint64_t size = 0;                  // regular files only
+  std::optional<std::uint32_t> owner_uid;  // unset where the env has no owners
 };
 
 // What a file another process controls (a checkpoint a worker announced) must be before it is
@@ -105,10 +111,28 @@ class env {
   virtual status sync_file(const std::filesystem::path& path) {
     return make_error("fsync " + path.string() + ": not supported by this env");
   }
+  // Gives an existing entry (not a link: never followed) to `uid`:`gid` with permission bits
+  // `mode`, on the opened entry (fchown, fchmod): a job's folder handed to the user its workers
+  // run as. Needs root where uid is not ours.
+  virtual status set_owner(const std::filesystem::path& path, std::uint32_t uid, std::uint32_t gid,
+                           unsigned mode) {
+    (void)uid, (void)gid, (void)mode;
+    return make_error("chown " + path.string() + ": not supported by this env");
+  }
 
   // The process-wide env of this OS. Never destroyed.
   static env& default_env();
 };
+
+// An env over this OS's disk, as default_env(), except below `root` (a folder the supervisor
+// trusts, holding folders that less trusted users own: the job folders of system mode, which a
+// worker's user may fill with links and FIFOs): there no symlink is ever followed, in any
+// component below `root` (each one is opened with O_NOFOLLOW from the descriptor of the one
+// above, `..` refused), a file is opened only if it is a regular file with one link (no FIFO
+// can block the reader, no hard link can aim a write at another file), O_TRUNC happens after
+// that check, and remove_dir_all walks by descriptor. `root` itself is trusted as it is.
+// Windows: an error (there is no system mode there).
+result<std::unique_ptr<env>> make_no_follow_env(const std::filesystem::path& root);
 
 // "N bytes, larger than the cap of M bytes for a checkpoint", shared by the envs' messages.
 std::string describe_untrusted_size(std::uint64_t size, std::uint64_t max_bytes);

@@ -44,6 +44,15 @@ inline constexpr std::size_t max_line_bytes = 1 << 20;
 using chunk_handler =
     std::function<void(const boost::system::error_code& ec, std::string_view data)>;
 
+// Who a worker runs as when it is not the supervisor's own user (system mode, jobs_run_as =
+// "submitter": the job's submitter, from the control socket's peer credentials). The supervisor
+// must be root to give them.
+struct process_credentials {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::vector<std::uint32_t> groups;  // supplementary groups, exactly these (empty: none)
+};
+
 struct spawn_options {
   // argv[0] is the program: a path, or a name looked up in the supervisor's PATH.
   std::vector<std::string> argv;
@@ -67,6 +76,12 @@ struct spawn_options {
   // trickle waits for the next multiple of this on the steady clock, so many chatty workers
   // cost one wakeup a tick instead of one a line. 0: every line is handled as it comes.
   std::chrono::milliseconds read_pace{0};
+  // Set: the child drops to these before exec, after joining its cgroup (which stays the
+  // supervisor's, so the worker cannot raise its own limits): setgroups, setgid, setuid, then a
+  // check that setuid(0) fails (no way back to root) and PR_SET_NO_NEW_PRIVS (no setuid binary
+  // gives it more). Its working folder is entered as that user. Unset: the supervisor's user.
+  // Windows: a spawn with credentials fails (not supported).
+  std::optional<process_credentials> credentials;
 };
 
 // How workers are held together on this host (setup_containment).

@@ -13,6 +13,12 @@ namespace baton::supervisor {
 
 api_handler::~api_handler() = default;
 
+api_response api_handler::handle(const api_call& call, const api_caller& caller) {
+  if (caller.privileged) return handle(call);
+  return error_response(403, "permission denied: uid " + std::to_string(caller.uid) +
+                                 " may not use this server (it serves its owner only)");
+}
+
 void throw_exception_from_error(const api_error& e, const boost::source_location&) {
   throw error_exception(make_error(std::to_string(e.status) + " " + e.message));
 }
@@ -233,7 +239,8 @@ api_result<api_call> parse_submit(const api_request& request) {
   if (!std::filesystem::path(base_dir).is_absolute()) {
     return bad_request("field 'base_dir' must be an absolute path, got '" + base_dir + "'");
   }
-  return submit_call{std::move(*spec), std::move(base_dir), request.peer_uid};
+  return submit_call{std::move(*spec), std::move(base_dir), request.peer_uid, request.peer_gid,
+                     request.peer_groups};
 }
 
 api_result<api_call> parse_prune(const api_request& request) {

@@ -28,6 +28,17 @@ struct api_request {
   std::string target;  // origin-form: "/v1/jobs/abc/logs?offset=10"
   std::string body;
   std::uint32_t peer_uid = 0;  // already authorised by the server; for the daemon's records
+  std::uint32_t peer_gid = 0;  // the peer's primary and supplementary groups (submit records them)
+  std::vector<std::uint32_t> peer_groups = {};
+};
+
+// Who is asking, as the transport established it (control_unix_listener: the kernel's peer
+// credentials; loopback TCP and the dashboard: whoever holds the token, taken as the owner).
+// A privileged caller (root, or the daemon's own uid) may act on every job; any other only on
+// the jobs it submitted (job_access.h).
+struct api_caller {
+  std::uint32_t uid = 0;
+  bool privileged = true;
 };
 
 struct api_response {
@@ -45,6 +56,10 @@ struct submit_call {
   nlohmann::json spec;
   std::string base_dir;
   std::uint32_t peer_uid = 0;
+  // The submitter's groups: recorded as the job's owner, given to its workers when the daemon
+  // runs jobs as their submitters (jobs_run_as = "submitter").
+  std::uint32_t peer_gid = 0;
+  std::vector<std::uint32_t> peer_groups = {};
 };
 struct list_call {};  // GET /v1/jobs
 struct status_call {  // GET /v1/jobs/{id}
@@ -129,7 +144,11 @@ std::string_view call_name(const api_call& call);
 class api_handler {
  public:
   virtual ~api_handler();
+  // As a privileged caller (tests, the token-checked dashboard and TCP transports).
   virtual api_response handle(const api_call& call) = 0;
+  // As `caller`: what the control socket calls. A handler that keeps no owners serves
+  // privileged callers only (403 for the rest), so forgetting to check is never an open door.
+  virtual api_response handle(const api_call& call, const api_caller& caller);
 };
 
 }  // namespace baton::supervisor

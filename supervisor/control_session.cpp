@@ -150,8 +150,12 @@ class http_session final : public control_session,
       }
       const bool keep_alive = request.keep_alive();
       const unsigned version = request.version();
-      api_request req{std::string(request.method_string()), std::string(request.target()),
-                      std::move(request.body()), auth_.peer_uid};
+      api_request req{std::string(request.method_string()),
+                      std::string(request.target()),
+                      std::move(request.body()),
+                      auth_.peer_uid,
+                      auth_.peer_gid,
+                      auth_.peer_groups};
       answer(dispatch(req), keep_alive, version);
     } catch (const std::exception&) {
       shut_down();  // out of memory or similar: drop this client, keep the daemon
@@ -162,7 +166,7 @@ class http_session final : public control_session,
     auto call = parse_api_request(req);
     if (!call) return error_response(call.error());
     try {
-      return handler_->handle(*call);
+      return handler_->handle(*call, api_caller{auth_.peer_uid, auth_.privileged});
     } catch (const std::exception& e) {
       return error_response(
           500, std::string("internal error in ") + std::string(call_name(*call)) + ": " + e.what());

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "supervisor/control_api.h"
 
@@ -39,6 +40,10 @@ struct session_limits {
 // Who the server decided the peer is, and what every request must still prove.
 struct session_auth {
   std::uint32_t peer_uid = 0;  // passed to the handler in api_request
+  std::uint32_t peer_gid = 0;
+  std::vector<std::uint32_t> peer_groups = {};
+  // Root or the daemon's own uid (control_accept_loop.h): may act on every job.
+  bool privileged = true;
   // Non-empty: every request needs `Authorization: Bearer <token>` with this token, else it is
   // answered 401 and the connection closed (check_bearer in control_token.h).
   std::string bearer_token;

@@ -107,6 +107,9 @@ class unix_listener final : public control_listener {
       out.refusal = error_response(403, message);
     } else {
       out.auth.peer_uid = creds->uid;
+      out.auth.peer_gid = creds->gid;
+      out.auth.peer_groups = creds->groups;
+      out.auth.privileged = out.privileged;
     }
     return out;
   }

@@ -19,6 +19,7 @@
 #include "supervisor/control_token.h"
 #include "supervisor/daemon_impl.h"
 #include "supervisor/dashboard_routes.h"
+#include "supervisor/job_access.h"
 #include "supervisor/job_log.h"
 #include "supervisor/job_status.h"
 #include "supervisor/job_store.h"
@@ -153,7 +154,24 @@ void daemon::impl::start_next() {
 
 void daemon::impl::start_runner(const std::string& id) {
   auto& j = jobs.at(id);
+  auto run_as = worker_credentials(options.settings, j.record, daemon_uid);
+  if (!run_as) {
+    log(log_level::error, "job " + id + ": " + run_as.error().message);
+    feed(j.record, ev::unloadable{"cannot run: " + run_as.error().message});
+    publish_status();
+    return;
+  }
+  if (*run_as) {
+    // Again at every start: a crash between a submit's record and its hand-over, or a job from
+    // before system mode, must not leave its workers a folder they cannot write.
+    job_owner to{(*run_as)->uid, (*run_as)->gid, {}};
+    if (auto s = store.hand_over(id, to); !s) {
+      log(log_level::warning, "job " + id + ": cannot give its folder to uid " +
+                                  std::to_string(to.uid) + ": " + s.error().message);
+    }
+  }
   runner_options ro;
+  ro.run_as = *run_as;
   ro.worker_exe = options.worker_exe;
   ro.max_checkpoint_bytes = static_cast<std::uint64_t>(options.settings.max_checkpoint_mib) << 20;
   ro.log.max_bytes = static_cast<std::uint64_t>(options.settings.log_max_mib) << 20;
@@ -372,12 +390,28 @@ status daemon::start() {
         "control_port: only used where the control API is loopback TCP (Windows); here it is the "
         "Unix socket `socket`");
   }
+  if (auto s =
+          check_run_as_setting(m.options.settings, m.daemon_uid, os::peer_credentials_supported);
+      !s) {
+    return s;
+  }
+  if (m.options.settings.run_as == jobs_run_as::submitter && !m.confined_env) {
+    return make_error(
+        "jobs_run_as = \"submitter\": the job folders belong to their users, and this daemon's "
+        "files are not on the OS's disk (or it cannot guard them against links)");
+  }
   if (m.options.become_subreaper) {
     if (auto s = os::become_subreaper(); !s) {
       m.log(log_level::warning, "cannot become subreaper: " + s.error().message);
     }
   }
   if (auto s = m.store.open(); !s) return with_context("state directory", s.error());
+  if (m.options.settings.run_as == jobs_run_as::submitter) {
+    // Workers reach their own folders through jobs/ as their users: traverse, but not list.
+    if (auto s = m.e.set_owner(m.store.state_dir() / "jobs", m.daemon_uid, 0, 0711); !s) {
+      return with_context("state directory", s.error());
+    }
+  }
   // The lock before the socket and before any job: one daemon per state directory, even when
   // a second one is given another socket.
   auto lock = m.options.locker->lock(m.store.state_dir(), "baton serve");
@@ -481,7 +515,34 @@ void daemon::shutdown_now() { impl_->shutdown_now(); }
 void daemon::reload() { impl_->reload(); }
 
 api_response daemon::handle(const api_call& call) {
-  return std::visit([this](const auto& c) { return impl_->on_call(c); }, call);
+  return handle(call, api_caller{impl_->daemon_uid, true});
+}
+
+api_response daemon::handle(const api_call& call, const api_caller& caller) {
+  auto& m = *impl_;
+  return std::visit(
+      [&](const auto& c) -> api_response {
+        // Every call naming a job, today's and any added later, passes the owner check first.
+        if constexpr (requires { c.id; }) {
+          if (const auto* j = m.find(c.id)) {
+            const auto owner = job_owner_uid(j->current(), m.daemon_uid);
+            if (auto denied = check_job_access(caller, c.id, owner)) return error_response(*denied);
+          }
+          return m.on_call(c);
+        } else if constexpr (requires { m.on_call(c, caller); }) {
+          return m.on_call(c, caller);
+        } else {
+          return m.on_call(c);
+        }
+      },
+      call);
+}
+
+std::unique_ptr<os::env> daemon::impl::confine(os::env& base, const daemon_settings& s) {
+  // Only over the real disk: an in-memory env (tests) has no links to plant.
+  if (s.run_as != jobs_run_as::submitter || &base != &os::env::default_env()) return nullptr;
+  auto confined = os::make_no_follow_env(s.state_dir / "jobs");
+  return confined ? std::move(*confined) : nullptr;
 }
 
 std::size_t daemon::running_count() const { return impl_->running; }

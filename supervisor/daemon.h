@@ -77,7 +77,11 @@ class daemon final : public api_handler {
   // As on SIGHUP: apply max_workers and the log level from reload_settings().
   void reload();
 
+  // As the daemon's own user (privileged).
   api_response handle(const api_call& call) override;
+  // As `caller`: a per-job call on a job the caller does not own is answered 403 (job_access.h),
+  // `list` and `prune` see only the caller's jobs, and the dashboard's URL is for the privileged.
+  api_response handle(const api_call& call, const api_caller& caller) override;
 
   // For tests and status lines.
   std::size_t running_count() const;

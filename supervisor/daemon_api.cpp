@@ -10,6 +10,7 @@
 #include "os/system.h"
 #include "protocol/version.h"
 #include "supervisor/daemon_impl.h"
+#include "supervisor/job_access.h"
 #include "supervisor/job_log.h"
 #include "supervisor/job_status.h"
 #include "supervisor/metrics_text.h"
@@ -72,8 +73,11 @@ nlohmann::json daemon::impl::status_of(const job_entry& j) {
   return out;
 }
 
-api_response daemon::impl::on_call(const submit_call& c) {
+api_response daemon::impl::on_call(const submit_call& c, const api_caller&) {
   if (stopping) return error_response(503, "the baton daemon is shutting down");
+  if (auto refused = check_submitter(options.settings, c.peer_uid)) {
+    return error_response(*refused);
+  }
   auto spec = protocol::parse_job_spec(c.spec.dump(), c.base_dir);
   if (!spec) return invalid_spec(spec.error().message);
   if (auto s = protocol::check_job_files(e, *spec); !s) return invalid_spec(s.error().message);
@@ -90,7 +94,9 @@ api_response daemon::impl::on_call(const submit_call& c) {
   if (auto s = protocol::check_job_limits(*spec, protocol::this_machine()); !s) {
     return invalid_spec(s.error().message);
   }
-  auto created = store.create(*spec, protocol::planned_total_steps(*spec));
+  const bool as_submitter = options.settings.run_as == jobs_run_as::submitter;
+  auto created = store.create(*spec, protocol::planned_total_steps(*spec), std::nullopt,
+                              job_owner{c.peer_uid, c.peer_gid, c.peer_groups}, as_submitter);
   if (!created) return error_response(500, "cannot create the job: " + created.error().message);
   const std::string id = created->id;
   auto& entry =
@@ -106,9 +112,11 @@ api_response daemon::impl::on_call(const submit_call& c) {
   return {201, std::move(body)};
 }
 
-api_response daemon::impl::on_call(const list_call&) {
+api_response daemon::impl::on_call(const list_call&, const api_caller& caller) {
   std::vector<const job_entry*> all;
-  for (const auto& [id, j] : jobs) all.push_back(&j);
+  for (const auto& [id, j] : jobs) {
+    if (may_access(caller, job_owner_uid(j.current(), daemon_uid))) all.push_back(&j);
+  }
   std::sort(all.begin(), all.end(), [](const job_entry* a, const job_entry* b) {
     return created_before(a->current(), b->current());
   });
@@ -268,13 +276,14 @@ api_response daemon::impl::on_call(const remove_call& c) {
   return {200, {{"id", c.id}, {"removed", true}}};
 }
 
-api_response daemon::impl::on_call(const prune_call& c) {
+api_response daemon::impl::on_call(const prune_call& c, const api_caller& caller) {
   if (stopping) return error_response(503, "the baton daemon is shutting down");
   const auto now = unix_ms_now();
   std::vector<std::string> chosen;
   for (const auto& [id, j] : jobs) {
     if (j.runner) continue;
     const auto& r = j.record;
+    if (!may_access(caller, job_owner_uid(r, daemon_uid))) continue;  // others' jobs stay
     if (!is_terminal(r.state)) continue;
     const auto name = std::string(to_string(r.state));
     if (std::find(c.states.begin(), c.states.end(), name) == c.states.end()) continue;
@@ -296,7 +305,16 @@ api_response daemon::impl::on_call(const prune_call& c) {
           {{"removed", std::move(removed)}, {"errors", std::move(errors)}, {"dry_run", c.dry_run}}};
 }
 
-api_response daemon::impl::on_call(const dashboard_call&) {
+api_response daemon::impl::on_call(const dashboard_call&, const api_caller& caller) {
+  // The URL carries the token, which reads every job through the dashboard: not for a user
+  // who may see only their own.
+  if (!caller.privileged) {
+    return error_response(403,
+                          "the dashboard shows every job, so its URL is only for root and "
+                          "the daemon's user (uid " +
+                              std::to_string(daemon_uid) + "); you are uid " +
+                              std::to_string(caller.uid));
+  }
   if (!http) {
     return error_response(404,
                           "the dashboard is off: set http_listen in the daemon's settings (e.g. "

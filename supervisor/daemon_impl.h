@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "os/peer_credentials.h"
 #include "os/process.h"
 #include "os/state_lock.h"
 #include "protocol/job_spec.h"
@@ -50,12 +51,21 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
 
   impl(boost::asio::io_context& io_, os::env& e_, daemon_options o)
       : io(io_),
-        e(e_),
+        confined_env(confine(e_, o.settings)),
+        e(confined_env ? *confined_env : e_),
         options(std::move(o)),
-        store(e_, options.settings.state_dir),
-        started_ms(unix_ms_now()) {}
+        store(e, options.settings.state_dir),
+        started_ms(unix_ms_now()) {
+    // Job folders another user owns: a record slot that user wrote is no record.
+    if (options.settings.run_as == jobs_run_as::submitter) store.require_record_owner(daemon_uid);
+  }
+
+  // With jobs_run_as = "submitter" on the OS's disk: an env that follows no link inside
+  // jobs/, whose folders belong to the jobs' users (os::make_no_follow_env). Null otherwise.
+  static std::unique_ptr<os::env> confine(os::env& base, const daemon_settings& s);
 
   boost::asio::io_context& io;
+  std::unique_ptr<os::env> confined_env;  // before `e`, which may refer to it
   os::env& e;
   daemon_options options;
   job_store store;
@@ -85,6 +95,7 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   // per job, the line (sd_notify STATUS=, a datagram) at most once a second from them.
   std::chrono::steady_clock::time_point progress_published = {};
   std::int64_t started_ms;
+  std::uint32_t daemon_uid = os::current_uid();
 
   // ----- lifecycle (daemon.cpp) ----------------------------------------------------------
   void log(log_level level, const std::string& message);
@@ -108,8 +119,11 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   job_entry* find(const std::string& id);
   api_response no_job(const std::string& id);
   nlohmann::json status_of(const job_entry& j);
-  api_response on_call(const submit_call& c);
-  api_response on_call(const list_call&);
+  // Per-job calls (every call with an `id`) reach their on_call only once check_job_access
+  // (job_access.h) let the caller through: daemon::handle checks before dispatching. The calls
+  // that span jobs take the caller to decide what it may see.
+  api_response on_call(const submit_call& c, const api_caller& caller);
+  api_response on_call(const list_call&, const api_caller& caller);
   api_response on_call(const status_call& c);
   api_response on_call(const logs_call& c);
   api_response on_call(const cancel_call& c);
@@ -121,8 +135,8 @@ struct daemon::impl : std::enable_shared_from_this<impl> {
   api_response on_call(const history_call& c);
   api_response on_call(const metrics_call&);
   api_response on_call(const remove_call& c);
-  api_response on_call(const prune_call& c);
-  api_response on_call(const dashboard_call&);
+  api_response on_call(const prune_call& c, const api_caller& caller);
+  api_response on_call(const dashboard_call&, const api_caller& caller);
   // Drops a job at rest: out of the queue, its folder deleted, forgotten. An error (the folder
   // could not be deleted) leaves the job listed, so nothing is half-forgotten.
   status remove_job(const std::string& id);

@@ -32,12 +32,14 @@ constexpr std::size_t max_settings_depth = 16;
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr std::size_t max_socket_path = 107;
 
-constexpr std::array<std::string_view, 14> top_keys = {
+constexpr std::array<std::string_view, 16> top_keys = {
     "state_dir",         "socket",          "socket_group",
     "control_port",      "http_listen",     "max_workers",
     "default_memory",    "log_level",       "max_checkpoint_mib",
     "header_timeout_ms", "max_connections", "max_connections_per_uid",
-    "log_max_mib",       "log_keep"};
+    "log_max_mib",       "log_keep",        "jobs_run_as",
+    "allow_root_jobs"};
+constexpr std::array<std::string_view, 2> run_as_names = {"daemon", "submitter"};
 constexpr std::array<std::string_view, 2> memory_keys = {"soft_limit_mib", "hard_limit_mib"};
 constexpr std::array<std::string_view, 4> level_names = {"error", "warning", "info", "debug"};
 
@@ -107,6 +109,7 @@ class checker {
 }  // namespace
 
 std::string_view to_string(log_level l) { return level_names[static_cast<std::size_t>(l)]; }
+std::string_view to_string(jobs_run_as r) { return run_as_names[static_cast<std::size_t>(r)]; }
 
 result<log_level> parse_log_level(std::string_view s) {
   for (std::size_t i = 0; i < level_names.size(); ++i) {
@@ -209,6 +212,27 @@ result<daemon_settings> parse_daemon_settings(std::string_view text, const fs::p
       c.fail("log_level", l.error().message);
     }
   }
+  if (const auto it = doc->find("jobs_run_as"); it != doc->end()) {
+    const auto* name = it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
+    const auto found =
+        name ? std::find(run_as_names.begin(), run_as_names.end(), *name) : run_as_names.end();
+    if (found == run_as_names.end()) {
+      c.fail("jobs_run_as",
+             "expected \"daemon\" (workers run as the daemon's user) or "
+             "\"submitter\" (as the user who submitted the job; the daemon must "
+             "run as root), got " +
+                 describe(*it));
+    } else {
+      s.run_as = static_cast<jobs_run_as>(found - run_as_names.begin());
+    }
+  }
+  if (const auto it = doc->find("allow_root_jobs"); it != doc->end()) {
+    if (!it->is_boolean()) {
+      c.fail("allow_root_jobs", "expected true or false, got " + describe(*it));
+    } else {
+      s.allow_root_jobs = it->get<bool>();
+    }
+  }
   if (const auto it = doc->find("header_timeout_ms"); it != doc->end()) {
     if (auto v = c.positive_int(*it, "header_timeout_ms", max_header_timeout_ms)) {
       s.header_timeout_ms = *v;
@@ -262,7 +286,9 @@ nlohmann::json to_json(const daemon_settings& s) {
           {"log_keep", s.log_keep},
           {"header_timeout_ms", s.header_timeout_ms},
           {"max_connections", s.max_connections},
-          {"max_connections_per_uid", s.max_connections_per_uid}};
+          {"max_connections_per_uid", s.max_connections_per_uid},
+          {"jobs_run_as", to_string(s.run_as)},
+          {"allow_root_jobs", s.allow_root_jobs}};
 }
 
 }  // namespace baton::supervisor

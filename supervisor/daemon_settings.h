@@ -22,6 +22,13 @@ namespace baton::supervisor {
 
 enum class log_level { error, warning, info, debug };
 
+// Whose identity a job's workers get: the daemon's own (the per-user mode, and a system daemon
+// that runs as a service user), or, for a daemon running as root (system mode), the user who
+// submitted the job, with its groups, as Slurm and HTCondor do.
+enum class jobs_run_as { daemon, submitter };
+
+std::string_view to_string(jobs_run_as r);
+
 std::string_view to_string(log_level l);
 result<log_level> parse_log_level(std::string_view s);
 
@@ -63,6 +70,11 @@ struct daemon_settings {
   // that floods stderr costs at most (log_keep + 1) * log_max_mib of disk (job_log_writer.h).
   std::int64_t log_max_mib = 64;
   int log_keep = 3;
+  // "submitter" needs a daemon running as root (refused at start otherwise).
+  jobs_run_as run_as = jobs_run_as::daemon;
+  // With run_as submitter: whether a job submitted by root (uid 0) is accepted, and so runs as
+  // root. Off: refused with 403, so no job runs as root by accident.
+  bool allow_root_jobs = false;
 
   bool operator==(const daemon_settings&) const = default;
 };

@@ -178,7 +178,7 @@ nlohmann::json shard_json(const shard_record& s) {
 nlohmann::json to_json(const job_record& r) {
   nlohmann::json shards = nlohmann::json::array();
   for (const auto& s : r.shards) shards.push_back(shard_json(s));
-  return {
+  nlohmann::json out = {
       {"id", r.id},
       {"name", r.name},
       {"state", to_string(r.state)},
@@ -193,6 +193,10 @@ nlohmann::json to_json(const job_record& r) {
       {"metrics", r.metrics},
       {"shards", std::move(shards)},
   };
+  if (r.owner) {
+    out["owner"] = {{"uid", r.owner->uid}, {"gid", r.owner->gid}, {"groups", r.owner->groups}};
+  }
+  return out;
 }
 
 result<job_record> job_record_from_json(const nlohmann::json& j) {
@@ -235,6 +239,29 @@ result<job_record> job_record_from_json(const nlohmann::json& j) {
         continue;
       }
       r.metrics[k] = v.get<double>();
+    }
+  }
+  // Optional: records from before owners have none (the job is then the daemon's user's).
+  if (const auto it = j.find("owner"); it != j.end()) {
+    const auto id_ok = [](const nlohmann::json& v) {
+      return v.is_number_unsigned() ||
+             (v.is_number_integer() && v.get<std::int64_t>() >= 0 &&
+              v.get<std::int64_t>() <= std::numeric_limits<std::uint32_t>::max());
+    };
+    const auto& o = *it;
+    const auto uid = o.is_object() ? o.find("uid") : o.end();
+    const auto gid = o.is_object() ? o.find("gid") : o.end();
+    const auto groups = o.is_object() ? o.find("groups") : o.end();
+    if (!o.is_object() || uid == o.end() || gid == o.end() || groups == o.end() || !id_ok(*uid) ||
+        !id_ok(*gid) || !groups->is_array() ||
+        !std::all_of(groups->begin(), groups->end(), id_ok)) {
+      rd.fail("owner: expected {\"uid\": N, \"gid\": N, \"groups\": [N, ...]}");
+    } else {
+      job_owner owner;
+      owner.uid = uid->get<std::uint32_t>();
+      owner.gid = gid->get<std::uint32_t>();
+      for (const auto& g : *groups) owner.groups.push_back(g.get<std::uint32_t>());
+      r.owner = std::move(owner);
     }
   }
   if (const auto* shards = rd.array(j, "shards")) {

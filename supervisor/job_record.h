@@ -84,9 +84,21 @@ struct job_standing {
   friend bool operator==(const job_standing&, const job_standing&) = default;
 };
 
+// Who submitted a job, from the control socket's peer credentials: the only uid (besides root
+// and the daemon's) that may see and change it, and with jobs_run_as = "submitter" the user its
+// workers run as, with exactly these groups.
+struct job_owner {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::vector<std::uint32_t> groups;  // supplementary
+  friend bool operator==(const job_owner&, const job_owner&) = default;
+};
+
 struct job_record : job_standing {
   std::string id;
   std::string name;
+  // Unset in records written before jobs had owners: such a job is the daemon's user's.
+  std::optional<job_owner> owner;
   std::int64_t created_ms = 0;
   std::int64_t updated_ms = 0;
   std::int64_t total_steps = 0;

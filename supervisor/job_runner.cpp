@@ -628,6 +628,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       self->maybe_finish_worker();
     };
     o.group = record.id;  // the job's cgroup: nothing the worker starts can leave it
+    o.credentials = options.run_as;
     auto p = staging_error ? result<std::unique_ptr<worker_process>>(*staging_error)
                            : launcher.spawn(io, o);
     if (!p) {
@@ -711,6 +712,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
                                   static_cast<std::int64_t>(record.shards.size()));
     if (auto s = files.remove_dir_all(staging_dir); !s) return s.error();
     if (auto s = files.create_dirs(staging_dir); !s) return s.error();
+    if (const auto& u = options.run_as) {
+      if (auto s = files.set_owner(staging_dir, u->uid, u->gid, 0700); !s) return s.error();
+    }
     return std::nullopt;
   }
 

@@ -81,6 +81,9 @@ struct runner_options {
   // a worker's exit ends the pacing. Capped at the job's memory.poll_ms, so that each RSS sample
   // meets a step read since the last one. 0: every line at once.
   std::chrono::milliseconds read_pace{250};
+  // Set (jobs_run_as = "submitter"): the user every worker of this job runs as, who also gets
+  // each worker's staging folder. Unset: the supervisor's own user.
+  std::optional<os::process_credentials> run_as;
 };
 
 class job_runner {

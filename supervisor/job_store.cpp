@@ -13,6 +13,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* jobs_folder = "jobs";
+// Records are small; a huge file is corruption, not a record.
+constexpr std::uint64_t max_slot_bytes = std::uint64_t{64} << 20;
 
 // The slot wrapper: the digest covers the sequence number and the record's canonical dump, so
 // any change that still parses as JSON is caught too (a flipped digit in seq would otherwise
@@ -94,7 +96,8 @@ bool job_store::exists(const std::string& id) const {
 }
 
 result<job_record> job_store::create(const protocol::job_spec& spec, std::int64_t total_steps,
-                                     std::optional<std::string> id) {
+                                     std::optional<std::string> id, std::optional<job_owner> owner,
+                                     bool hand_over_folder) {
   std::string chosen;
   if (id) {
     if (auto s = validate_job_id(*id); !s) return s.error();
@@ -131,11 +134,22 @@ result<job_record> job_store::create(const protocol::job_spec& spec, std::int64_
   r.name = spec.name;
   r.created_ms = r.updated_ms = unix_ms_now();
   r.total_steps = total_steps;
+  r.owner = std::move(owner);
   // The record last: a folder without one is an unfinished create (sweep_incomplete). save()
   // syncs the job's folder; jobs/ must also hold the new folder's entry before we answer.
   if (auto s = save(r); !s) return s.error();
+  if (hand_over_folder && r.owner) {
+    if (auto s = hand_over(chosen, *r.owner); !s) return s.error();
+  }
   if (auto s = env_.sync_dir(state_dir_ / jobs_folder); !s) return s.error();
   return r;
+}
+
+status job_store::hand_over(const std::string& id, const job_owner& owner) {
+  if (auto s = validate_job_id(id); !s) return s;
+  // The inner folder first: until the job's folder is the user's, nothing in it can be swapped.
+  if (auto s = env_.set_owner(checkpoint_dir(id), owner.uid, owner.gid, 0700); !s) return s;
+  return env_.set_owner(job_dir(id), owner.uid, owner.gid, 0700);
 }
 
 result<std::vector<std::string>> job_store::folder_ids() const {
@@ -199,7 +213,7 @@ result<loaded_record> job_store::load(const std::string& id) const {
     const auto path = slot_path(id, slot);
     if (!env_.file_exists(path)) continue;
     ++present;
-    auto text = env_.read_file(path);
+    auto text = read_slot(path);
     if (!text) {
       reasons.push_back(text.error().message);
       continue;
@@ -223,6 +237,24 @@ result<loaded_record> job_store::load(const std::string& id) const {
   }
   // A slot that failed is reported even when it was the older one: it is damage worth knowing.
   return loaded_record{std::move(*best), std::move(reasons)};
+}
+
+result<std::string> job_store::read_slot(const fs::path& path) const {
+  if (!record_owner_) return env_.read_file(path);
+  // No link, no FIFO, and the daemon's own file: a slot the folder's user wrote is no record.
+  auto file = env_.new_untrusted_readable_file(path, {max_slot_bytes, path.parent_path()});
+  if (!file) return file.error();
+  const auto owner = (*file)->owner_uid();
+  if (owner && *owner != *record_owner_) {
+    return make_error(path.string() + ": owned by uid " + std::to_string(*owner) +
+                      ", not the daemon's uid " + std::to_string(*record_owner_) +
+                      "; not a record the daemon wrote");
+  }
+  std::string text;
+  if (auto s = (*file)->read(0, static_cast<std::size_t>((*file)->size()), text); !s) {
+    return s.error();
+  }
+  return text;
 }
 
 result<protocol::job_spec> job_store::load_spec(const std::string& id) const {

@@ -42,8 +42,23 @@ class job_store {
   // are fsynced and the job's folder and jobs/ are synced, so an acknowledged submit survives a
   // crash. A crash before that leaves a folder without a record (see sweep_incomplete).
   // Returns the new record.
+  // `owner` goes into the record. With `hand_over`, the job's folder and its checkpoints/ are
+  // then given to the owner (see hand_over), after spec and record are written, so the daemon's
+  // own files exist before the user can touch the folder.
   result<job_record> create(const protocol::job_spec& spec, std::int64_t total_steps,
-                            std::optional<std::string> id = std::nullopt);
+                            std::optional<std::string> id = std::nullopt,
+                            std::optional<job_owner> owner = std::nullopt, bool hand_over = false);
+
+  // System mode (jobs_run_as = "submitter"): the job's folder and checkpoints/ become the
+  // owner's (uid, primary gid), mode 0700, so its workers can write there and other users cannot
+  // read it. The files the daemon writes in it stay the daemon's; the env must then be a
+  // no-follow one (os::make_no_follow_env) for the folder's user cannot be trusted not to plant
+  // links. Idempotent.
+  status hand_over(const std::string& id, const job_owner& owner);
+
+  // Only record slots owned by `uid` (the daemon's) count when loading: in a folder its user
+  // owns, that user could write a record of their own naming another owner. Off by default.
+  void require_record_owner(std::uint32_t uid) { record_owner_ = uid; }
 
   bool exists(const std::string& id) const;
 
@@ -73,11 +88,13 @@ class job_store {
 
  private:
   std::filesystem::path slot_path(const std::string& id, int slot) const;
+  result<std::string> read_slot(const std::filesystem::path& path) const;
   // Every folder under jobs/ named like a job id, with or without a spec or record.
   result<std::vector<std::string>> folder_ids() const;
 
   os::env& env_;
   std::filesystem::path state_dir_;
+  std::optional<std::uint32_t> record_owner_;
 };
 
 // Job ids become folder names: 1-80 characters of [A-Za-z0-9._-], not starting with '.', so no

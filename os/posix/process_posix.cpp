@@ -5,6 +5,7 @@
 // cgroups of exited workers waiting to be removed, the child_reaper.
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -122,6 +123,10 @@ struct child_setup {
   const char* working_dir;  // nullptr: inherit
   pid_t parent;
   const char* const* join_cgroups;  // cgroup.procs files, nullptr-terminated
+  // The user the worker becomes (spawn_options::credentials); null: stay the supervisor's.
+  const process_credentials* become = nullptr;
+  const gid_t* groups = nullptr;  // become->groups as gid_t, prepared before the fork
+  std::size_t group_count = 0;
 
   error_code on_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&,
                       const char* const*) {
@@ -143,6 +148,11 @@ struct child_setup {
     }
     // Own group, so signal_group reaches the worker's children but never the supervisor.
     if (::setpgid(0, 0) != 0) return error_code(errno, boost::system::system_category());
+    // The user's identity after the cgroup (joining needs root) and before the death signal,
+    // which the kernel clears on every change of credentials.
+    if (become != nullptr) {
+      if (auto ec = drop_to_user(); ec) return ec;
+    }
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
       return error_code(errno, boost::system::system_category());
     }
@@ -156,6 +166,7 @@ struct child_setup {
     sigset_t none;
     ::sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // As the worker's user: a folder that user may not enter fails the spawn.
     if (working_dir != nullptr && ::chdir(working_dir) != 0) {
       return error_code(errno, boost::system::system_category());
     }
@@ -171,6 +182,24 @@ struct child_setup {
                           : 65536;
       for (int fd = 3; fd < top; ++fd) (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
     }
+    return {};
+  }
+
+  // Groups first, gid, then uid (after setuid the others are no longer ours to set); every id,
+  // real, effective and saved, so nothing keeps root. Then proof: setuid(0) must fail. Any
+  // failure fails the spawn before exec, so no worker ever runs with half of its identity.
+  error_code drop_to_user() const {
+    const auto fail = [](int err) { return error_code(err, boost::system::system_category()); };
+    if (::setgroups(group_count, groups) != 0) return fail(errno);
+    if (::setresgid(become->gid, become->gid, become->gid) != 0) return fail(errno);
+    if (::setresuid(become->uid, become->uid, become->uid) != 0) return fail(errno);
+    if (::getuid() != become->uid || ::geteuid() != become->uid || ::getgid() != become->gid ||
+        ::getegid() != become->gid) {
+      return fail(EPERM);
+    }
+    if (become->uid != 0 && ::setuid(0) == 0) return fail(EPERM);
+    // No setuid binary, file capability or LSM transition gives the worker more than this.
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail(errno);
     return {};
   }
 };
@@ -475,7 +504,8 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
     err_read.release();
   } else {
     const std::string log = options.stderr_log.empty() ? "/dev/null" : options.stderr_log.string();
-    err.reset(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    // O_NOFOLLOW: the log may sit in a folder the worker's user owns, who could plant a link.
+    err.reset(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644));
     if (err.get() < 0) return errno_error("spawn " + name + ": open stderr log " + log, errno);
   }
 
@@ -516,6 +546,13 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   envp.push_back(nullptr);
   const std::string dir = options.working_dir.string();
   child_setup setup{envp.data(), dir.empty() ? nullptr : dir.c_str(), ::getpid(), join.data()};
+  std::vector<gid_t> groups;
+  if (options.credentials) {
+    groups.assign(options.credentials->groups.begin(), options.credentials->groups.end());
+    setup.become = &*options.credentials;
+    setup.groups = groups.empty() ? nullptr : groups.data();
+    setup.group_count = groups.size();
+  }
   const std::vector<std::string> args(options.argv.begin() + 1, options.argv.end());
 
   // If exec fails the child calls exit(), flushing copies of our unflushed stdio buffers.
@@ -526,8 +563,13 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
                        bp::process_stdio{in_read.get(), out_write.get(), err.get()}, setup);
   if (ec) {
     if (cg) (void)cg->remove();
+    std::string as;
+    if (options.credentials) {
+      as = " (or becoming uid " + std::to_string(options.credentials->uid) + " gid " +
+           std::to_string(options.credentials->gid) + ")";
+    }
     return make_error("spawn " + name + ": " + ec.message() +
-                      (cg ? " (or joining cgroup " + cg->name() + ")" : ""));
+                      (cg ? " (or joining cgroup " + cg->name() + ")" : "") + as);
   }
   // The child holds its own copies of its pipe ends; ours must go, or EOF never comes.
   in_read.reset();

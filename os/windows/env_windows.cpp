@@ -133,9 +133,9 @@ class windows_env final : public env {
     if (!limits.within.empty()) {
       const auto final_path = [](HANDLE handle) {
         std::wstring buf(32768, L'\0');
-        const DWORD n = ::GetFinalPathNameByHandleW(handle, buf.data(),
-                                                    static_cast<DWORD>(buf.size()),
-                                                    FILE_NAME_NORMALIZED | VOLUME_NAME_DOS);
+        const DWORD n =
+            ::GetFinalPathNameByHandleW(handle, buf.data(), static_cast<DWORD>(buf.size()),
+                                        FILE_NAME_NORMALIZED | VOLUME_NAME_DOS);
         buf.resize(n > 0 && n < buf.size() ? n : 0);
         for (auto& c : buf) c = static_cast<wchar_t>(::towlower(c));
         return buf;
@@ -155,8 +155,7 @@ class windows_env final : public env {
                           utf8(limits.within));
       }
     }
-    return std::unique_ptr<readable_file>(
-        new windows_readable_file(path, std::move(h), size));
+    return std::unique_ptr<readable_file>(new windows_readable_file(path, std::move(h), size));
   }
 
   result<std::unique_ptr<writable_file>> new_writable_file(
@@ -299,6 +298,12 @@ class windows_env final : public env {
 env& env::default_env() {
   static windows_env* instance = new windows_env;  // never destroyed: used from exit paths too
   return *instance;
+}
+
+result<std::unique_ptr<env>> make_no_follow_env(const std::filesystem::path& root) {
+  return make_error("no-follow env for " + utf8(root) +
+                    ": not supported on Windows (it serves system mode's job folders, and "
+                    "Windows has no system mode)");
 }
 
 }  // namespace baton::os

@@ -337,6 +337,11 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   if (options.argv.empty()) return make_error("spawn: empty argv");
   const std::string& name = options.argv.front();
   const auto fail = [&name](const error& e) { return with_context("spawn " + name, e); };
+  if (options.credentials) {
+    return make_error("spawn " + name + ": running a worker as another user (uid " +
+                      std::to_string(options.credentials->uid) +
+                      ", jobs_run_as = \"submitter\") is not supported on Windows");
+  }
   auto program = resolve_program(name);
   if (!program) return program.error();
   if (!options.working_dir.empty()) {

@@ -1,6 +1,7 @@
 // POSIX-only env behaviour: symlinks and FIFOs, which stat_no_follow must report as what they
 // are (a checkpoint folder refuses both).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -38,7 +39,8 @@ TEST_CASE("posix env reports symlinks and FIFOs without following them", "[unit]
 namespace {
 
 // The message of an untrusted open that must fail.
-std::string refused(baton::os::env& e, const fs::path& p, std::uint64_t cap, const fs::path& within) {
+std::string refused(baton::os::env& e, const fs::path& p, std::uint64_t cap,
+                    const fs::path& within) {
   auto f = e.new_untrusted_readable_file(p, {cap, within});
   if (f) return "(opened)";
   return f.error().message;
@@ -97,4 +99,167 @@ TEST_CASE("posix env gives a full disk the no_space code", "[unit][env]") {
   if (s) s = (*f)->sync();
   REQUIRE_FALSE(s);
   CHECK(s.error().code == baton::errc::no_space);
+}
+
+namespace {
+
+std::string text_of(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A folder the no-follow env guards, with a user's folder in it, and outside both a "secret"
+// file and folder standing for /etc/shadow and /etc: what links planted in the user's folder
+// point at.
+struct guarded {
+  guarded(const std::string& name)
+      : top(baton::test::fresh_scratch_dir("baton-env-no-follow-" + name)),
+        root(top / "jobs"),
+        job(root / "j-1"),
+        outside(top / "etc") {
+    fs::create_directories(job);
+    fs::create_directories(outside / "sub");
+    std::ofstream(outside / "shadow") << "secret";
+    std::ofstream(outside / "sub" / "keep") << "keep";
+    auto made = baton::os::make_no_follow_env(root);
+    REQUIRE(made);
+    e = std::move(*made);
+  }
+  ~guarded() { fs::remove_all(top); }
+  fs::path top, root, job, outside;
+  std::unique_ptr<baton::os::env> e;
+};
+
+}  // namespace
+
+TEST_CASE("the no-follow env never follows a link planted below its root, at any depth",
+          "[unit][env]") {
+  guarded g("links");
+  auto& e = *g.e;
+  fs::create_symlink(g.outside / "shadow", g.job / "worker.log");
+  fs::create_directory_symlink(g.outside, g.job / "checkpoints");
+
+  // Last component a link: no write, append, read or truncation through it.
+  CHECK_FALSE(e.new_appendable_file(g.job / "worker.log"));
+  CHECK_FALSE(e.new_writable_file(g.job / "worker.log"));
+  auto read = e.read_file(g.job / "worker.log");
+  REQUIRE_FALSE(read);
+  CHECK_THAT(read.error().message, Catch::Contains("a symlink"));
+  CHECK_FALSE(e.new_readable_file(g.job / "worker.log"));
+  // A link on the way: nothing reached through it, whatever the operation.
+  CHECK_FALSE(e.new_writable_file(g.job / "checkpoints" / "shadow"));
+  CHECK_FALSE(e.read_file(g.job / "checkpoints" / "shadow"));
+  CHECK_FALSE(e.remove_file(g.job / "checkpoints" / "shadow"));
+  CHECK_FALSE(e.remove_dir_all(g.job / "checkpoints" / "sub"));
+  CHECK_FALSE(e.list_dir(g.job / "checkpoints"));
+  CHECK_FALSE(e.create_dirs(g.job / "checkpoints" / "new"));
+  CHECK_FALSE(e.rename_file(g.job / "checkpoints" / "shadow", g.job / "stolen"));
+  CHECK_FALSE(e.file_exists(g.job / "checkpoints" / "shadow"));
+  auto via = e.stat_no_follow(g.job / "checkpoints" / "shadow");
+  REQUIRE(via);
+  CHECK(via->kind == baton::os::entry_kind::missing);
+  auto untrusted = e.new_untrusted_readable_file(g.job / "checkpoints" / "shadow", {1 << 20, {}});
+  CHECK_FALSE(untrusted);
+  CHECK_FALSE(e.set_owner(g.job / "checkpoints", 0, 0, 0700));
+  // The link itself is an entry that can be removed, never followed.
+  REQUIRE(e.remove_dir_all(g.job / "checkpoints"));
+  CHECK_FALSE(fs::is_symlink(g.job / "checkpoints"));
+  REQUIRE(e.remove_file(g.job / "worker.log"));
+
+  CHECK(text_of(g.outside / "shadow") == "secret");
+  CHECK(text_of(g.outside / "sub" / "keep") == "keep");
+  CHECK(fs::exists(g.outside / "sub"));
+}
+
+TEST_CASE("the no-follow env removes a tree by descriptor: links inside are removed, not followed",
+          "[unit][env]") {
+  guarded g("tree");
+  auto& e = *g.e;
+  const auto tree = g.job / "checkpoints" / "ckpt-1";
+  fs::create_directories(tree / "deep" / "deeper");
+  std::ofstream(tree / "deep" / "weights") << "w";
+  fs::create_directory_symlink(g.outside, tree / "deep" / "etc");
+  fs::create_symlink(g.outside / "shadow", tree / "deep" / "deeper" / "shadow");
+  REQUIRE(e.remove_dir_all(g.job / "checkpoints"));
+  CHECK_FALSE(fs::exists(g.job / "checkpoints"));
+  CHECK(text_of(g.outside / "shadow") == "secret");
+  CHECK(text_of(g.outside / "sub" / "keep") == "keep");
+  // A missing folder is nothing to remove, as with the plain env.
+  CHECK(e.remove_dir_all(g.job / "gone"));
+}
+
+TEST_CASE("the no-follow env opens no FIFO and no file with other names (a hard link)",
+          "[unit][env]") {
+  guarded g("special");
+  auto& e = *g.e;
+  REQUIRE(::mkfifo((g.job / "record.0.json").c_str(), 0600) == 0);
+  // Would block forever on a plain open for reading; here it is refused at once.
+  auto fifo = e.read_file(g.job / "record.0.json");
+  REQUIRE_FALSE(fifo);
+  CHECK_THAT(fifo.error().message, Catch::Contains("not a regular file"));
+  CHECK_FALSE(e.new_appendable_file(g.job / "record.0.json"));
+  // A second name for a file elsewhere in the same file system: neither truncated nor appended.
+  std::error_code ec;
+  fs::create_hard_link(g.outside / "shadow", g.job / "history.jsonl", ec);
+  REQUIRE_FALSE(ec);
+  auto w = e.new_writable_file(g.job / "history.jsonl");
+  REQUIRE_FALSE(w);
+  CHECK_THAT(w.error().message, Catch::Contains("2 links"));
+  CHECK_FALSE(e.new_appendable_file(g.job / "history.jsonl"));
+  CHECK(text_of(g.outside / "shadow") == "secret");
+}
+
+TEST_CASE("the no-follow env works as the plain one on real files, inside its root and out",
+          "[unit][env]") {
+  guarded g("plain");
+  auto& e = *g.e;
+  REQUIRE(e.create_dirs(g.job / "checkpoints" / ".staging-0"));
+  REQUIRE(baton::os::write_file_atomic(e, g.job / "record.0.json", "{}"));
+  auto text = e.read_file(g.job / "record.0.json");
+  REQUIRE(text);
+  CHECK(*text == "{}");
+  {
+    auto log = e.new_appendable_file(g.job / "worker.log");
+    REQUIRE(log);
+    REQUIRE((*log)->append("line\n"));
+    REQUIRE((*log)->close());
+  }
+  REQUIRE(e.rename_file(g.job / "worker.log", g.job / "worker.log.1"));
+  auto names = e.list_dir(g.job);
+  REQUIRE(names);
+  CHECK(*names == std::vector<std::string>{"checkpoints", "record.0.json", "worker.log.1"});
+  auto file = e.new_readable_file(g.job / "worker.log.1");
+  REQUIRE(file);
+  REQUIRE((*file)->owner_uid());
+  CHECK(*(*file)->owner_uid() == ::geteuid());
+  CHECK(e.file_exists(g.job / "checkpoints" / ".staging-0"));
+  REQUIRE(e.sync_dir(g.job));
+  REQUIRE(e.remove_dir_all(g.job / "checkpoints"));
+  CHECK_FALSE(e.file_exists(g.job / "checkpoints"));
+  // Outside the root (and the root itself) nothing changes: a link there is followed as before.
+  fs::create_symlink(g.outside / "shadow", g.top / "link");
+  auto outside = e.read_file(g.top / "link");
+  REQUIRE(outside);
+  CHECK(*outside == "secret");
+  CHECK(e.file_exists(g.root));
+}
+
+TEST_CASE("set_owner hands a folder to a user without following a link", "[unit][env]") {
+  if (::geteuid() != 0) BATON_SKIP("giving a folder to another uid needs root (CI runs as root)");
+  guarded g("owner");
+  auto& e = *g.e;
+  REQUIRE(e.create_dirs(g.job / "checkpoints"));
+  REQUIRE(e.set_owner(g.job / "checkpoints", 61234, 61235, 0700));
+  struct stat st {};
+  REQUIRE(::lstat((g.job / "checkpoints").c_str(), &st) == 0);
+  CHECK(st.st_uid == 61234);
+  CHECK(st.st_gid == 61235);
+  CHECK((st.st_mode & 07777) == 0700);
+  auto info = e.stat_no_follow(g.job / "checkpoints");
+  REQUIRE(info);
+  CHECK(info->owner_uid == 61234u);
+  fs::create_symlink(g.outside / "shadow", g.job / "link");
+  CHECK_FALSE(e.set_owner(g.job / "link", 61234, 61235, 0777));
+  REQUIRE(::lstat((g.outside / "shadow").c_str(), &st) == 0);
+  CHECK(st.st_uid == 0);
 }

@@ -16,6 +16,7 @@
 
 #include "os/posix/proc_stat.h"
 #include "os/self_memory.h"
+#include "support/skip.h"
 #include "support/test_paths.h"
 
 namespace fs = std::filesystem;
@@ -578,4 +579,115 @@ TEST_CASE("paced reading: a worker's last lines, stderr and end come at its exit
   CHECK(o.lines == std::vector<std::string>{"first", "second", "third"});
   CHECK(o.read_end == boost::asio::error::eof);
   CHECK(err == "err tail");
+}
+
+namespace {
+
+// Ids no account uses (no passwd entry needed: the kernel takes any number).
+constexpr std::uint32_t test_uid = 61234;
+constexpr std::uint32_t test_gid = 61235;
+constexpr std::uint32_t test_group = 61236;
+
+baton::os::process_credentials test_user() { return {test_uid, test_gid, {test_group, test_gid}}; }
+
+}  // namespace
+
+TEST_CASE("a worker spawned with credentials runs as that user, groups included, for good",
+          "[integration][process]") {
+  if (::geteuid() != 0) BATON_SKIP("changing a worker's user needs root (CI runs this as root)");
+  boost::asio::io_context io;
+  baton::os::spawn_options o;
+  // The worker itself reports what it is, and tries its way back to root.
+  // /usr/bin/python3, not a PATH lookup: the supervisor's PATH may hold folders (root's own)
+  // the worker's user cannot enter.
+  o.argv = {
+      "/usr/bin/python3", "-c",
+      "import os\n"
+      "print(os.getuid(), os.geteuid(), os.getgid(), os.getegid())\n"
+      "print(sorted(os.getgroups()))\n"
+      "print(os.getresuid(), os.getresgid())\n"
+      "try:\n  os.setuid(0); print('became root')\n"
+      "except PermissionError: print('setuid(0) refused')\n"
+      "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')][0])\n"
+      "print(os.getcwd())\n"};
+  const auto dir = scratch_dir("credentials");
+  o.working_dir = dir;
+  o.credentials = test_user();
+  auto p = baton::os::spawn(io, o);
+  REQUIRE(p);
+  observed seen;
+  watch(**p, seen);
+  REQUIRE(run_until(io, [&] { return seen.read_done && seen.exit_done; }));
+  CHECK(seen.status == exit_status::exited(0));
+  // Built with a stream: GCC 12 warns falsely (-Wrestrict) on long chains of string +.
+  const auto line = [](std::initializer_list<std::uint32_t> v, const char* open, const char* close,
+                       const char* sep) {
+    std::ostringstream out;
+    out << open;
+    const char* between = "";
+    for (const auto x : v) {
+      out << between << x;
+      between = sep;
+    }
+    out << close;
+    return out.str();
+  };
+  REQUIRE(seen.lines.size() == 6);
+  CHECK(seen.lines[0] == line({test_uid, test_uid, test_gid, test_gid}, "", "", " "));
+  CHECK(seen.lines[1] == line({test_gid, test_group}, "[", "]", ", "));
+  CHECK(seen.lines[2] == line({test_uid, test_uid, test_uid}, "(", ")", ", ") + " " +
+                             line({test_gid, test_gid, test_gid}, "(", ")", ", "));
+  CHECK(seen.lines[3] == "setuid(0) refused");
+  CHECK(seen.lines[4] == "1");  // PR_SET_NO_NEW_PRIVS
+  CHECK(fs::path(seen.lines[5]) == fs::canonical(dir));
+}
+
+TEST_CASE("a worker's working folder is entered as its user: one it may not enter fails the spawn",
+          "[integration][process]") {
+  if (::geteuid() != 0) BATON_SKIP("changing a worker's user needs root (CI runs this as root)");
+  const auto dir = scratch_dir("credentials-private") / "root-only";
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all);
+  boost::asio::io_context io;
+  baton::os::spawn_options o;
+  o.argv = {"/usr/bin/python3", "-c", "print('ran')"};
+  o.working_dir = dir;
+  o.credentials = test_user();
+  auto p = baton::os::spawn(io, o);
+  REQUIRE_FALSE(p);
+  CHECK_THAT(p.error().message, Catch::Contains("Permission denied"));
+  CHECK_THAT(p.error().message, Catch::Contains("becoming uid " + std::to_string(test_uid)));
+}
+
+TEST_CASE("a worker that changed user still dies with the process that spawned it",
+          "[integration][process]") {
+  if (::geteuid() != 0) BATON_SKIP("changing a worker's user needs root (CI runs this as root)");
+  // The kernel clears the death signal on a change of credentials: it must be armed after.
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  const pid_t middle = ::fork();
+  REQUIRE(middle >= 0);
+  if (middle == 0) {
+    ::close(report[0]);
+    boost::asio::io_context child_io;
+    baton::os::spawn_options opts;
+    opts.argv = {"sleep", "100"};
+    opts.credentials = test_user();
+    auto w = baton::os::spawn(child_io, opts);
+    const long pid = w ? static_cast<long>((*w)->pid()) : -1;
+    if (::write(report[1], &pid, sizeof pid) != sizeof pid) ::_exit(2);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  long worker = 0;
+  REQUIRE(::read(report[0], &worker, sizeof worker) == sizeof worker);
+  ::close(report[0]);
+  REQUIRE(worker > 0);
+  CHECK(alive(worker));
+  REQUIRE(::kill(middle, SIGKILL) == 0);
+  int st = 0;
+  REQUIRE(::waitpid(middle, &st, 0) == middle);
+  CHECK(wait_dead(worker));
+  (void)baton::os::reap_orphans();
 }

@@ -10,7 +10,7 @@ namespace {
 
 api_result<api_call> parse(std::string method, std::string target, std::string body = "") {
   return parse_api_request(
-      api_request{std::move(method), std::move(target), std::move(body), 1000});
+      api_request{std::move(method), std::move(target), std::move(body), 1000, 100, {27, 44}});
 }
 
 // The status and message of a rejected request, for exact comparisons.
@@ -55,6 +55,8 @@ TEST_CASE("every route parses into its call", "[unit][control_api]") {
     CHECK(s.spec == nlohmann::json{{"name", "mnist"}, {"epochs", 3}});
     CHECK(s.base_dir == home_jobs);
     CHECK(s.peer_uid == 1000);
+    CHECK(s.peer_gid == 100);
+    CHECK(s.peer_groups == std::vector<std::uint32_t>{27, 44});
     CHECK(call_name(*r) == "submit");
   }
   SECTION("status") {

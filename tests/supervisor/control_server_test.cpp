@@ -56,6 +56,18 @@ class fake_handler : public api_handler {
     if (std::holds_alternative<list_call>(call)) return {200, {{"jobs", nlohmann::json::array()}}};
     return {200, {{"status", "ok"}}};
   }
+  // Answers every caller the same; records who asked (the daemon decides per job, not this).
+  api_response handle(const api_call& call, const api_caller& caller) override {
+    {
+      std::lock_guard lock(mutex_);
+      callers_.push_back(caller);
+    }
+    return handle(call);
+  }
+  std::vector<api_caller> callers() {
+    std::lock_guard lock(mutex_);
+    return callers_;
+  }
   std::vector<api_call> calls() {
     std::lock_guard lock(mutex_);
     return calls_;
@@ -64,6 +76,7 @@ class fake_handler : public api_handler {
  private:
   std::mutex mutex_;
   std::vector<api_call> calls_;
+  std::vector<api_caller> callers_;
 };
 
 fs::path scratch(const std::string& name) {
@@ -211,6 +224,8 @@ TEST_CASE("every route round-trips through the client", "[integration][control_s
   const auto& sc = std::get<submit_call>(calls[1]);
   CHECK(sc.base_dir == "/home/u/jobs");
   CHECK(sc.peer_uid == ::geteuid());
+  // The submitter's groups too, from the kernel: a job running as its submitter gets them.
+  CHECK(sc.peer_gid == ::getegid());
 }
 
 TEST_CASE("socket is 0660 in a folder created 0750", "[integration][control_server]") {
@@ -614,7 +629,27 @@ TEST_CASE("foreign users are refused unless in the allowed group",
   CHECK(refused.find(R"({"error":"permission denied: uid 65534 is not the daemon's user (uid 0) )"
                      R"(and not in group 'daemon'"})") != std::string::npos);
   CHECK(s.handler.calls().size() == 2);
+  // Let in, but not privileged: the handler is told who they are.
+  const auto callers = s.handler.callers();
+  REQUIRE(callers.size() == 2);
+  for (const auto& c : callers) {
+    CHECK(c.uid == 65534);
+    CHECK_FALSE(c.privileged);
+  }
   CHECK(must_call(s.socket(), "GET", "/v1/health").status == 200);
+  CHECK(s.handler.callers().back().privileged);  // root
+}
+
+TEST_CASE("a handler that keeps no owners serves only privileged callers",
+          "[unit][control_server]") {
+  struct plain final : api_handler {
+    api_response handle(const api_call&) override { return {200, {{"status", "ok"}}}; }
+  } h;
+  api_handler& base = h;
+  CHECK(base.handle(health_call{}, api_caller{0, true}).status == 200);
+  const auto refused = base.handle(health_call{}, api_caller{1001, false});
+  CHECK(refused.status == 403);
+  CHECK(refused.body.value("error", "").find("uid 1001") != std::string::npos);
 }
 
 namespace {

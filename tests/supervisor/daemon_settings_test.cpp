@@ -239,3 +239,29 @@ TEST_CASE("log rotation settings: defaults, values, and errors naming the field"
   CHECK_THAT(typed.error().message, Catch::Contains("log_keep: expected a positive integer"));
   CHECK_THAT(typed.error().message, Catch::Contains("did you mean \"log_max_mib\"?"));
 }
+
+TEST_CASE("jobs_run_as and allow_root_jobs: defaults, values, and errors naming the field",
+          "[unit][daemon_settings]") {
+  auto d = parse_daemon_settings("{}", "/etc/baton");
+  REQUIRE(d);
+  CHECK(d->run_as == jobs_run_as::daemon);
+  CHECK_FALSE(d->allow_root_jobs);
+  CHECK(to_json(*d).at("jobs_run_as") == "daemon");
+  auto s = parse_daemon_settings(R"({"jobs_run_as": "submitter", "allow_root_jobs": true})",
+                                 "/etc/baton");
+  REQUIRE(s);
+  CHECK(s->run_as == jobs_run_as::submitter);
+  CHECK(s->allow_root_jobs);
+  CHECK(to_json(*s).at("jobs_run_as") == "submitter");
+  CHECK(to_json(*s).at("allow_root_jobs") == true);
+  auto bad =
+      parse_daemon_settings(R"({"jobs_run_as": "user", "allow_root_jobs": "no"})", "/etc/baton");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message,
+             Catch::Contains("jobs_run_as: expected \"daemon\" (workers run as the daemon's user) "
+                             "or \"submitter\""));
+  CHECK_THAT(bad.error().message, Catch::Contains("allow_root_jobs: expected true or false"));
+  CHECK_THAT(error_of(R"({"jobs_run_as": 1})"), Catch::Contains("jobs_run_as: expected"));
+  CHECK_THAT(error_of(R"({"job_run_as": "daemon"})"),
+             Catch::Contains("did you mean \"jobs_run_as\"?"));
+}

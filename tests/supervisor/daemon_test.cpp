@@ -5,6 +5,8 @@
 // workers are in tests/integration/daemon_python_worker_test.cpp.
 #include "supervisor/daemon.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -15,6 +17,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "os/mem_env.h"
 #include "os/system.h"
@@ -205,6 +208,75 @@ TEST_CASE("submit validates the spec and answers every error line", "[unit][daem
   CHECK(health.body.at("running") == 1);
   CHECK(health.body.at("queued") == 1);
   CHECK(f.launcher.workers.size() == 1);  // one slot: only ok-1 has a worker
+}
+
+TEST_CASE("a user reaches only their own jobs: others' are 403 by name, list and prune skip them",
+          "[unit][daemon]") {
+  fixture f("owners", 2);
+  f.start();
+  const api_caller alice{1001, false}, bob{1002, false};
+  const auto submit_as = [&](const api_caller& who, std::uint32_t gid, const std::string& name) {
+    auto r = f.d->handle(submit_call{job_doc(name, 1), base.string(), who.uid, gid, {27}}, who);
+    INFO(r.body.dump());
+    REQUIRE(r.status == 201);
+    return r.body.at("id").get<std::string>();
+  };
+  const auto a = submit_as(alice, 100, "a");
+  const auto b = submit_as(bob, 200, "b");
+  const auto owner = f.call(status_call{a}).body.at("owner");
+  CHECK(owner == json({{"uid", 1001}, {"gid", 100}, {"groups", {27}}}));
+
+  const std::string denied = "job " + a + " belongs to uid 1001; you are uid 1002";
+  for (const api_call& c :
+       {api_call(status_call{a}), api_call(logs_call{a, 0}), api_call(cancel_call{a}),
+        api_call(resume_call{a}), api_call(history_call{a, 0}), api_call(remove_call{a, true})}) {
+    auto r = f.d->handle(c, bob);
+    INFO(call_name(c));
+    CHECK(r.status == 403);
+    CHECK(r.body.value("error", "") == denied);
+  }
+  CHECK(f.d->handle(status_call{a}, alice).status == 200);
+  CHECK(f.d->handle(status_call{"nope"}, bob).status == 404);
+
+  const auto ids = [](const api_response& r) {
+    std::vector<std::string> out;
+    for (const auto& j : r.body.at("jobs")) out.push_back(j.at("id").get<std::string>());
+    return out;
+  };
+  CHECK(ids(f.d->handle(list_call{}, alice)) == std::vector<std::string>{a});
+  CHECK(ids(f.d->handle(list_call{}, bob)) == std::vector<std::string>{b});
+  CHECK(ids(f.d->handle(list_call{}, api_caller{0, true})) == std::vector<std::string>{a, b});
+
+  // At rest, runners gone: prune leaves a job alone while its runner is still winding down.
+  REQUIRE(f.run_until([&] {
+    return f.state(a) == "completed" && f.state(b) == "completed" && f.d->running_count() == 0;
+  }));
+  prune_call everything;
+  auto pruned = f.d->handle(everything, bob);
+  REQUIRE(pruned.status == 200);
+  CHECK(pruned.body.at("removed") == json::array({b}));
+  CHECK(f.call(status_call{a}).status == 200);  // alice's job is still there
+
+  // The dashboard's URL holds a token that reads every job.
+  auto dash = f.d->handle(dashboard_call{}, bob);
+  CHECK(dash.status == 403);
+  CHECK_THAT(dash.body.value("error", ""), Catch::Contains("you are uid 1002"));
+}
+
+TEST_CASE("a daemon not running as root refuses jobs_run_as = submitter at start",
+          "[unit][daemon]") {
+  fixture f("submitter-not-root");
+  f.options.settings.run_as = jobs_run_as::submitter;
+  baton::supervisor::daemon d(f.io, f.files, f.options);
+  const auto s = d.start();
+  REQUIRE_FALSE(s);
+  // As root the uid check passes, and the in-memory env (no disk to guard) is what is refused.
+  if (::geteuid() == 0) {
+    CHECK_THAT(s.error().message, Catch::Contains("jobs_run_as = \"submitter\": the job folders"));
+  } else {
+    CHECK_THAT(s.error().message,
+               Catch::Contains("jobs_run_as = \"submitter\" needs the daemon to run as root"));
+  }
 }
 
 TEST_CASE("jobs run FIFO within max_workers and complete", "[unit][daemon]") {

@@ -137,3 +137,37 @@ TEST_CASE("rss curve stays bounded and evenly spread", "[unit][job_record]") {
     CHECK(a <= 2 * b);
   }
 }
+
+TEST_CASE("a job's owner survives the round trip and a record from before owners has none",
+          "[unit][job_record]") {
+  auto r = sample_record();
+  r.owner = job_owner{1001, 100, {27, 44}};
+  const auto j = to_json(r);
+  CHECK(j.at("owner") == nlohmann::json({{"uid", 1001}, {"gid", 100}, {"groups", {27, 44}}}));
+  auto back = job_record_from_json(nlohmann::json::parse(j.dump()));
+  REQUIRE(back);
+  REQUIRE(back->owner);
+  CHECK(*back->owner == job_owner{1001, 100, {27, 44}});
+
+  auto old = to_json(sample_record());
+  CHECK_FALSE(old.contains("owner"));
+  auto loaded = job_record_from_json(old);
+  REQUIRE(loaded);
+  CHECK_FALSE(loaded->owner);
+}
+
+TEST_CASE("a malformed owner is an error naming the field", "[unit][job_record]") {
+  auto j = to_json(sample_record());
+  for (const auto& bad :
+       {nlohmann::json("root"),
+        nlohmann::json({{"uid", -1}, {"gid", 0}, {"groups", nlohmann::json::array()}}),
+        nlohmann::json({{"uid", 1}, {"gid", 1}}),
+        nlohmann::json({{"uid", 1}, {"gid", 1}, {"groups", {"wheel"}}}),
+        nlohmann::json({{"uid", 4294967296LL}, {"gid", 1}, {"groups", nlohmann::json::array()}})}) {
+    j["owner"] = bad;
+    auto r = job_record_from_json(j);
+    INFO(bad.dump());
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::StartsWith("job record: owner: expected"));
+  }
+}
