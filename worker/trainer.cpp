@@ -209,7 +209,7 @@ trainer::trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<m
 }
 
 result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec, dataset data,
-                                                 os::env& e) {
+                                                 os::env& e, initial_weights init) {
   if (auto ok = protocol::check_builtin_sections(spec); !ok) return ok.error();
   if (data.x.rows() != data.y.rows()) {
     return make_error("data: " + std::to_string(data.x.rows()) + " feature rows but " +
@@ -232,7 +232,9 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
   if (!m) return m.error();
   if (auto ok = m->check_data_shape(data.x.cols(), data.y.cols()); !ok) return ok.error();
   auto owned = std::make_unique<model<float>>(std::move(*m));
-  if (spec.model->initial_weights) {
+  if (init == initial_weights::left_for_restore) {
+    // Nothing to draw or read: restore() overwrites every parameter.
+  } else if (spec.model->initial_weights) {
     const std::string what = spec.model->initial_weights->string();
     auto bytes = e.read_file(*spec.model->initial_weights);
     if (!bytes) return with_context("model.initial_weights", bytes.error());

@@ -139,21 +139,25 @@ int run(worker_options opt) {
   }
   const int threads = set_thread_count(opt.threads.value_or(spec->training->threads));
 
-  auto data = load_dataset(e, *spec->data, spec->training->loss, spec->model->layers.back().units);
-  if (!data) return fail(exit_bad_config, data.error().message);
-  auto made = trainer::create(*spec, std::move(*data), e);
-  if (!made) return fail(exit_bad_config, made.error().message);
-  trainer& t = **made;
-  const auto& g = t.geometry();
-
   if (auto ok = e.create_dirs(opt.checkpoint_dir); !ok) {
     return fail(exit_runtime_error, ok.error().message);
   }
   protocol::checkpoint_store store(e, opt.checkpoint_dir, spec->checkpoints.keep);
   // Views into the file read once, not a decoded copy of it: resuming then holds the state twice
-  // (file and model) instead of three times.
+  // (file and model) instead of three times. Read before the model is made, so a resume skips
+  // the initial weights that the restore would overwrite.
   auto loaded = store.load_newest_file();
   if (!loaded) return fail(exit_runtime_error, loaded.error().message);
+
+  auto data = load_dataset(e, *spec->data, spec->training->loss, spec->model->layers.back().units);
+  if (!data) return fail(exit_bad_config, data.error().message);
+  auto made =
+      trainer::create(*spec, std::move(*data), e,
+                      *loaded ? initial_weights::left_for_restore : initial_weights::from_spec);
+  if (!made) return fail(exit_bad_config, made.error().message);
+  trainer& t = **made;
+  const auto& g = t.geometry();
+
   std::optional<std::int64_t> resumed_step;
   std::filesystem::path resumed_path;
   if (*loaded) {
