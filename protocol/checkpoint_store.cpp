@@ -113,9 +113,9 @@ result<verified_checkpoint> checkpoint_store::newest_verified(const verify_optio
       return;
     }
     auto moved = move_aside(p, why);
-    out.rejected.push_back(why + (moved ? " (moved to " + moved->string() + ")"
-                                        : " (could not move it aside: " +
-                                              moved.error().message + ")"));
+    out.rejected.push_back(why +
+                           (moved ? " (moved to " + moved->string() + ")"
+                                  : " (could not move it aside: " + moved.error().message + ")"));
   };
   for (auto it = found->rbegin(); it != found->rend(); ++it) {
     const std::string what = it->path.string();
@@ -174,27 +174,27 @@ result<std::filesystem::path> checkpoint_store::move_aside(const std::filesystem
   return to;
 }
 
-result<int> checkpoint_store::sweep_temp_files() const {
-  return os::remove_temp_files(env_, dir_);
-}
+result<int> checkpoint_store::sweep_temp_files() const { return os::remove_temp_files(env_, dir_); }
 
-result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {
-  return save(view_of(c));
-}
+result<saved_checkpoint> checkpoint_store::save(const checkpoint& c) { return save(view_of(c)); }
 
-result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
+result<saved_checkpoint> checkpoint_store::save(const checkpoint_view& c) {
   const std::int64_t step = c.step();
   // Validate before touching the folder, so a bad checkpoint leaves no temp file behind.
-  if (auto ok = write_checkpoint(c, [](std::string_view) -> status { return {}; }); !ok) {
-    return with_context("checkpoint for step " + std::to_string(step), ok.error());
-  }
+  auto header = checkpoint_header(c);
+  if (!header) return with_context("checkpoint for step " + std::to_string(step), header.error());
   if (auto s = env_.create_dirs(dir_); !s) return s.error();
   const auto path = path_for_step(step);
 
   status written;
+  std::string digest;
   try {
-    written = os::write_file_atomic(env_, path, [&](os::writable_file& f) {
-      return write_checkpoint(c, [&](std::string_view piece) { return f.append(piece); });
+    written = os::write_file_atomic(env_, path, [&](os::writable_file& f) -> status {
+      auto d = write_checkpoint_hashed(c, *header,
+                                       [&](std::string_view piece) { return f.append(piece); });
+      if (!d) return d.error();
+      digest = std::move(*d);
+      return {};
     });
   } catch (const std::exception& ex) {
     // os::write_file_atomic cleans up after failures it returns, not after a throwing env (a test
@@ -226,7 +226,7 @@ result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
       }
     }
   }
-  return path;
+  return saved_checkpoint{path, std::move(digest)};
 }
 
 result<std::string> checkpoint_store::verify(const std::filesystem::path& path) const {

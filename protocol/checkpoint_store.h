@@ -43,6 +43,13 @@ struct verified_checkpoint {
   std::vector<std::string> rejected;  // "<path>: <reason>", newest first
 };
 
+// A checkpoint file save() wrote, with the digest of the bytes it wrote (the file's `digest`
+// metadata value, which verify() would return), so the writer need not read it back.
+struct saved_checkpoint {
+  std::filesystem::path path;
+  std::string digest;  // "xxh64:..."
+};
+
 // How the supervisor checks a folder before a spawn (newest_verified).
 struct verify_options {
   std::uint64_t max_bytes = default_max_checkpoint_bytes;  // per file, and per folder in total
@@ -62,12 +69,13 @@ class checkpoint_store {
   std::filesystem::path path_for_step(std::int64_t step) const;
 
   // Writes atomically, then removes the oldest beyond `keep`. On failure nothing that was
-  // already saved is touched. Returns the path written. An error with code
+  // already saved is touched. Returns the path written and the digest of the bytes written
+  // (hashed as they went out, see write_checkpoint_hashed). An error with code
   // errc::saved_but_cleanup_failed means the new checkpoint is durable and only pruning failed.
-  result<std::filesystem::path> save(const checkpoint& c);
+  result<saved_checkpoint> save(const checkpoint& c);
   // The same for a checkpoint whose tensors are views: their bytes go straight from the viewed
   // memory to the file, so saving needs no memory beyond the header.
-  result<std::filesystem::path> save(const checkpoint_view& c);
+  result<saved_checkpoint> save(const checkpoint_view& c);
 
   // Reads `path` back in bounded chunks and verifies it as decode_checkpoint would; returns its
   // digest string ("xxh64:..."). Memory use is the header plus one chunk, whatever the file size.

@@ -210,10 +210,12 @@ int run(worker_options opt) {
 
   // A stop before the first step has nothing new to save: announce the checkpoint we resumed.
   std::filesystem::path path = resumed_path;
+  std::optional<std::string> digest;  // of the bytes the save wrote: no need to read them back
   if (!resumed_step || *resumed_step != t.step()) {
     auto saved = store.save(t.snapshot_view());
     if (saved) {
-      path = *saved;
+      path = saved->path;
+      digest = std::move(saved->digest);
     } else if (saved.error().code == errc::saved_but_cleanup_failed) {
       log("warning: " + saved.error().message);  // durable; only pruning failed
       path = store.path_for_step(t.step());
@@ -221,9 +223,13 @@ int run(worker_options opt) {
       return fail(exit_runtime_error, saved.error().message);
     }
   }
-  // Read back what reached the file, in chunks: holding it whole would double the peak memory.
-  auto digest = store.verify(path);
-  if (!digest) return fail(exit_runtime_error, digest.error().message);
+  if (!digest) {
+    // Not written by this process (or its save's digest was lost with a cleanup error): read
+    // it back in chunks, since holding it whole would double the peak memory.
+    auto read_back = store.verify(path);
+    if (!read_back) return fail(exit_runtime_error, read_back.error().message);
+    digest = std::move(*read_back);
+  }
   send(protocol::checkpoint_msg{path.string(), t.step(), *digest});
   send(protocol::done_msg{t.step(), t.finished()});
   log("wrote " + path.string() + (t.finished() ? "; job complete" : ""));

@@ -165,13 +165,13 @@ std::pair<std::filesystem::path, std::string> good_checkpoint(baton::os::env& e,
   t.bytes.assign(4, '\0');
   c.tensors.push_back(t);
   baton::protocol::checkpoint_store cs(e, dir, 5);
-  auto path = cs.save(c);
-  REQUIRE(path);
-  auto bytes = e.read_file(*path);
+  auto saved = cs.save(c);
+  REQUIRE(saved);
+  auto bytes = e.read_file(saved->path);
   REQUIRE(bytes);
   auto digest = baton::protocol::checkpoint_digest(*bytes);
   REQUIRE(digest);
-  return {*path, *digest};
+  return {saved->path, *digest};
 }
 
 }  // namespace
