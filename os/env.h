@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,19 @@
 #include "base/status.h"
 
 namespace baton::os {
+
+// Which file an entry is and which version of its content, as far as the OS tells: POSIX gives
+// the device and inode, and the modification and status-change times (both move on any write,
+// and a reset of the modification time moves the change time). Seen again unchanged, with the
+// same size, the file was neither replaced nor written since, so what was read from it then
+// still holds (the supervisor then need not read a checkpoint again before the next spawn).
+struct file_identity {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::int64_t modified_ns = 0;
+  std::int64_t changed_ns = 0;
+  bool operator==(const file_identity&) const = default;
+};
 
 // A file opened for writing from scratch. Nothing is durable until sync() returns success.
 class writable_file {
@@ -34,6 +48,8 @@ class readable_file {
   virtual std::uint64_t size() const = 0;  // as of opening
   // Replaces `out` with the `n` bytes at `offset`, fewer only past the end of the file.
   virtual status read(std::uint64_t offset, std::size_t n, std::string& out) = 0;
+  // The identity of the file as opened, where the env tells (see file_identity).
+  virtual std::optional<file_identity> identity() const { return std::nullopt; }
 };
 
 // What an entry is, seen without following a symlink (lstat / symlink_status), so a checkpoint
@@ -43,6 +59,10 @@ enum class entry_kind { missing, regular, directory, symlink, other };
 struct entry_info {
   entry_kind kind = entry_kind::missing;
   std::uint64_t size = 0;  // regular files only
+  // Regular files, where the env can tell (POSIX, mem_env); nullopt elsewhere (Windows for now),
+  // which makes every check that relies on it take the slow path. new_untrusted_readable_file's
+  // files give theirs as opened.
+  std::optional<file_identity> identity;
 };
 
 // What a file another process controls (a checkpoint a worker announced) must be before it is

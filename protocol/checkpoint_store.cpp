@@ -103,6 +103,40 @@ status checkpoint_store::prune(const std::filesystem::path& keep_path) const {
   return {};
 }
 
+bool still_verified(const verified_file& known, const std::vector<std::string>& names,
+                    const result<os::entry_info>& now) {
+  const std::string own = known.path.filename().string();
+  bool listed = false;
+  for (const auto& n : names) {
+    bool is_folder = false;
+    const auto step = step_of(n, is_folder);
+    if (!step) continue;
+    if (n == own) {
+      listed = *step == known.step && !is_folder;
+      continue;
+    }
+    // The walk goes newest first, by step and then by name: anything that sorts after the file
+    // would be read before it.
+    if (*step > known.step || (*step == known.step && n > own)) return false;
+  }
+  if (!listed || !now || now->kind != os::entry_kind::regular || !now->identity) return false;
+  return now->size == known.size && *now->identity == known.identity;
+}
+
+result<verified_checkpoint> checkpoint_store::newest_verified(
+    const verify_options& options, const std::optional<verified_file>& known) const {
+  if (known && known->path.parent_path() == dir_.lexically_normal()) {
+    auto names = env_.list_dir(dir_);
+    if (names && still_verified(*known, *names, env_.stat_no_follow(known->path))) {
+      verified_checkpoint out;
+      out.path = dir_ / known->path.filename();  // as the walk names it
+      out.step = known->step;
+      return out;
+    }
+  }
+  return newest_verified(options);
+}
+
 result<verified_checkpoint> checkpoint_store::newest_verified(const verify_options& options) const {
   auto found = entries();
   if (!found) return with_context("finding a checkpoint in " + dir_.string(), found.error());

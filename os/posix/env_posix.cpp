@@ -76,13 +76,23 @@ class posix_writable_file final : public writable_file {
   int fd_;
 };
 
+file_identity identity_of(const struct stat& st) {
+  const auto ns = [](const timespec& t) {
+    return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+  };
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+          ns(st.st_mtim), ns(st.st_ctim)};
+}
+
 class posix_readable_file final : public readable_file {
  public:
-  posix_readable_file(std::filesystem::path path, int fd, std::uint64_t size)
-      : path_(std::move(path)), fd_(fd), size_(size) {}
+  posix_readable_file(std::filesystem::path path, int fd, std::uint64_t size,
+                      std::optional<file_identity> identity = std::nullopt)
+      : path_(std::move(path)), fd_(fd), size_(size), identity_(identity) {}
   ~posix_readable_file() override { ::close(fd_); }
 
   std::uint64_t size() const override { return size_; }
+  std::optional<file_identity> identity() const override { return identity_; }
 
   status read(std::uint64_t offset, std::size_t n, std::string& out) override {
     out.resize(n);
@@ -104,6 +114,7 @@ class posix_readable_file final : public readable_file {
   std::filesystem::path path_;
   int fd_;
   std::uint64_t size_;
+  std::optional<file_identity> identity_;
 };
 
 class posix_env final : public env {
@@ -199,7 +210,7 @@ class posix_env final : public env {
       }
     }
     guard.fd = -1;
-    return std::unique_ptr<readable_file>(new posix_readable_file(path, fd, size));
+    return std::unique_ptr<readable_file>(new posix_readable_file(path, fd, size, identity_of(st)));
   }
 
   status rename_file(const std::filesystem::path& from, const std::filesystem::path& to) override {
@@ -248,6 +259,7 @@ class posix_env final : public env {
     if (S_ISREG(st.st_mode)) {
       info.kind = entry_kind::regular;
       info.size = static_cast<std::uint64_t>(st.st_size);
+      info.identity = identity_of(st);
     } else if (S_ISDIR(st.st_mode)) {
       info.kind = entry_kind::directory;
     } else if (S_ISLNK(st.st_mode)) {

@@ -603,3 +603,122 @@ TEST_CASE("checkpoint store save's digest is of the bytes written, not of the fi
   REQUIRE_FALSE(read_back);
   CHECK_THAT(read_back.error().message, Catch::Contains("digest mismatch"));
 }
+
+TEST_CASE("still_verified trusts a stat only for the newest file, unchanged",
+          "[unit][checkpoint_store]") {
+  const baton::os::file_identity id{1, 42, 1000, 1001};
+  const verified_file known{dir / "ckpt-000000000008.safetensors", 8, 120, id};
+  const std::vector<std::string> listing = {"ckpt-000000000004.safetensors",
+                                            "ckpt-000000000008.safetensors",
+                                            "ckpt-000000000009.safetensors.tmp-1-0", "rejected"};
+  baton::os::entry_info same;
+  same.kind = baton::os::entry_kind::regular;
+  same.size = 120;
+  same.identity = id;
+  CHECK(still_verified(known, listing, same));
+
+  // The file itself changed: another inode (replaced under the same name), another time
+  // (written in place), a reset modification time (the change time moved), another size.
+  for (int field = 0; field < 5; ++field) {
+    INFO("field " << field);
+    auto now = same;
+    switch (field) {
+      case 0:
+        now.identity->inode = 43;
+        break;
+      case 1:
+        now.identity->device = 2;
+        break;
+      case 2:
+        now.identity->modified_ns += 1;
+        break;
+      case 3:
+        now.identity->changed_ns += 1;
+        break;
+      case 4:
+        now.size = 121;
+        break;
+    }
+    CHECK_FALSE(still_verified(known, listing, now));
+  }
+  // No identity (an env that cannot tell), not a regular file any more, gone, a stat error.
+  auto blind = same;
+  blind.identity.reset();
+  CHECK_FALSE(still_verified(known, listing, blind));
+  auto link = same;
+  link.kind = baton::os::entry_kind::symlink;
+  CHECK_FALSE(still_verified(known, listing, link));
+  CHECK_FALSE(still_verified(known, listing, baton::os::entry_info{}));
+  CHECK_FALSE(still_verified(known, listing, baton::make_error("stat: I/O error")));
+
+  // The walk would start elsewhere: a newer file or folder, or the file missing from the
+  // listing. Same-step names sort before it (the walk reads them after it).
+  auto with = [&](const std::string& name) {
+    auto l = listing;
+    l.push_back(name);
+    return l;
+  };
+  CHECK_FALSE(still_verified(known, with("ckpt-000000000009.safetensors"), same));
+  CHECK_FALSE(still_verified(known, with("ckpt-000000000012"), same));
+  CHECK(still_verified(known, with("ckpt-0000000000008.safetensors"), same));
+  CHECK(still_verified(known, with("ckpt-000000000008"), same));
+  CHECK(still_verified(known, with("ckpt-000000000007.safetensors"), same));
+  CHECK_FALSE(still_verified(known, {"ckpt-000000000004.safetensors"}, same));
+  // A file whose name says another step than the one verified.
+  auto other_step = known;
+  other_step.step = 9;
+  CHECK_FALSE(still_verified(other_step, listing, same));
+}
+
+namespace {
+// A mem_env that counts the opens a verification makes.
+struct counting_env : baton::os::mem_env {
+  int untrusted_opens = 0;
+  baton::result<std::unique_ptr<baton::os::readable_file>> new_untrusted_readable_file(
+      const fs::path& path, const baton::os::untrusted_file_limits& limits) override {
+    ++untrusted_opens;
+    return mem_env::new_untrusted_readable_file(path, limits);
+  }
+};
+}  // namespace
+
+TEST_CASE("newest_verified with a known file reads nothing while it is unchanged",
+          "[unit][checkpoint_store]") {
+  counting_env mem;
+  checkpoint_store s(mem, dir, 3);
+  REQUIRE(s.save(at_step(4)));
+  auto saved = s.save(at_step(8));
+  REQUIRE(saved);
+  auto info = mem.stat_no_follow(saved->path);
+  REQUIRE(info);
+  REQUIRE(info->identity);
+  const verified_file known{saved->path, 8, info->size, *info->identity};
+
+  // Unchanged: answered from the listing and a stat, without opening any file.
+  auto fast = s.newest_verified({}, known);
+  REQUIRE(fast);
+  REQUIRE(fast->path);
+  CHECK(*fast->path == saved->path);
+  CHECK(fast->step == 8);
+  CHECK(fast->rejected.empty());
+  CHECK(mem.untrusted_opens == 0);
+  // Without a known file, the same answer by reading the newest file.
+  auto full = s.newest_verified({});
+  REQUIRE(full);
+  CHECK(*full->path == saved->path);
+  CHECK(mem.untrusted_opens == 1);
+
+  // Replaced under the same name by a damaged copy: a new identity, so the full walk runs,
+  // rejects it and falls back to step 4.
+  auto bytes = mem.read_file(saved->path);
+  REQUIRE(bytes);
+  bytes->back() ^= 1;
+  REQUIRE(mem.put(saved->path, *bytes));
+  auto slow = s.newest_verified({}, known);
+  REQUIRE(slow);
+  REQUIRE(slow->path);
+  CHECK(slow->step == 4);
+  REQUIRE(slow->rejected.size() == 1);
+  CHECK_THAT(slow->rejected[0], Catch::Contains("digest mismatch"));
+  CHECK(mem.untrusted_opens == 3);
+}
