@@ -8,6 +8,7 @@
 #include <random>
 
 #include "os/mem_env.h"
+#include "protocol/digest.h"
 #include "worker/parallel.h"
 
 using namespace baton;
@@ -529,4 +530,20 @@ TEST_CASE("a trainer made for a restore skips the initial weights and its first 
     resumed->run_step();
   }
   CHECK(contents(*resumed) == contents(*fresh));
+}
+
+TEST_CASE("the data fingerprint is the digest of both matrices' shapes and values end to end",
+          "[unit][trainer]") {
+  // As protocol/README.md defines it, so checkpoints written by older builds still resume.
+  const auto s = small_spec();
+  const dataset d = data_for(s);
+  std::string bytes;
+  for (const auto* m : {&d.x, &d.y}) {
+    const std::int64_t dims[2] = {m->rows(), m->cols()};
+    bytes.append(reinterpret_cast<const char*>(dims), sizeof dims);
+    bytes.append(reinterpret_cast<const char*>(m->data()),
+                 static_cast<std::size_t>(m->size()) * sizeof(float));
+  }
+  auto t = make(s);
+  CHECK(t->snapshot().metadata.at(trainer_meta::data_fingerprint) == protocol::xxh64_digest(bytes));
 }
