@@ -244,7 +244,7 @@ TEST_CASE("a checkpoint changed on disk after its save still fails the superviso
   // side, which reads the file itself.
   baton::os::mem_env mem;
   baton::os::fault_env e(mem);
-  const fs::path dir = "/jobs/a/checkpoints";
+  const fs::path dir = baton::test::abs_path("/jobs/a/checkpoints");  // absolute on Windows too
   baton::protocol::checkpoint c;
   c.metadata[baton::protocol::meta::job] = "a";
   c.metadata[baton::protocol::meta::step] = "7";
