@@ -39,6 +39,23 @@ class whole_readable_file final : public readable_file {
   std::string data_;
 };
 
+// A file of an env without handles of its own (new_readable_file reads it at once), with the
+// identity stat_no_follow gave both before and after that read: the identity of what was read.
+class identified_file final : public readable_file {
+ public:
+  identified_file(std::unique_ptr<readable_file> inner, std::optional<file_identity> identity)
+      : inner_(std::move(inner)), identity_(identity) {}
+  std::uint64_t size() const override { return inner_->size(); }
+  status read(std::uint64_t offset, std::size_t n, std::string& out) override {
+    return inner_->read(offset, n, out);
+  }
+  std::optional<file_identity> identity() const override { return identity_; }
+
+ private:
+  std::unique_ptr<readable_file> inner_;
+  std::optional<file_identity> identity_;
+};
+
 }  // namespace
 
 result<std::unique_ptr<readable_file>> env::new_readable_file(const std::filesystem::path& path) {
@@ -84,7 +101,12 @@ result<std::unique_ptr<readable_file>> env::new_untrusted_readable_file(
   if ((*f)->size() > limits.max_bytes) {
     return make_error(what + ": " + describe_untrusted_size((*f)->size(), limits.max_bytes));
   }
-  return f;
+  std::optional<file_identity> identity;
+  if (auto again = stat_no_follow(path);
+      again && info->identity && again->identity == info->identity) {
+    identity = info->identity;
+  }
+  return std::unique_ptr<readable_file>(new identified_file(std::move(*f), identity));
 }
 
 status write_file_atomic(env& e, const std::filesystem::path& path, std::string_view data) {

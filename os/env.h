@@ -20,6 +20,19 @@
 
 namespace baton::os {
 
+// Which file an entry is and which version of its content, as far as the OS tells: POSIX gives
+// the device and inode, and the modification and status-change times (both move on any write,
+// and a reset of the modification time moves the change time). Seen again unchanged, with the
+// same size, the file was neither replaced nor written since, so what was read from it then
+// still holds (the supervisor then need not read a checkpoint again before the next spawn).
+struct file_identity {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::int64_t modified_ns = 0;
+  std::int64_t changed_ns = 0;
+  bool operator==(const file_identity&) const = default;
+};
+
 // A file opened for writing from scratch. Nothing is durable until sync() returns success.
 class writable_file {
  public:
@@ -39,6 +52,8 @@ class readable_file {
   // The uid that owns the opened file (fstat on the handle, so nothing can be swapped in
   // between); unset where the env has no owners (in memory, Windows).
   virtual std::optional<std::uint32_t> owner_uid() const { return std::nullopt; }
+  // The identity of the file as opened, where the env tells (see file_identity).
+  virtual std::optional<file_identity> identity() const { return std::nullopt; }
 };
 
 // What an entry is, seen without following a symlink (lstat / symlink_status), so a checkpoint
@@ -49,6 +64,10 @@ struct entry_info {
   entry_kind kind = entry_kind::missing;
   std::uint64_t size = 0;                  // regular files only
   std::optional<std::uint32_t> owner_uid;  // unset where the env has no owners
+  // Regular files, where the env can tell (POSIX, mem_env); nullopt elsewhere (Windows for now),
+  // which makes every check that relies on it take the slow path. new_untrusted_readable_file's
+  // files give theirs as opened.
+  std::optional<file_identity> identity;
 };
 
 // What a file another process controls (a checkpoint a worker announced) must be before it is

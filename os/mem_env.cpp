@@ -25,6 +25,7 @@ class mem_env::file final : public writable_file {
     std::lock_guard lock(env_.mu_);
     if (closed_) return make_error("write " + path_ + ": file is closed");
     node_->data.append(data);
+    ++node_->version;
     return {};
   }
   status sync() override {
@@ -57,13 +58,19 @@ std::string mem_env::key(const std::filesystem::path& p) {
 
 bool mem_env::dir_exists_locked(const std::string& dir) const { return dirs_.count(dir) != 0; }
 
+std::shared_ptr<mem_env::node> mem_env::new_node_locked() {
+  auto n = std::make_shared<node>();
+  n->inode = next_inode_++;
+  return n;
+}
+
 result<std::unique_ptr<writable_file>> mem_env::new_writable_file(
     const std::filesystem::path& path) {
   const std::string k = key(path);
   std::lock_guard lock(mu_);
   if (!dir_exists_locked(key(std::filesystem::path(k).parent_path()))) return not_found("open", k);
   if (dirs_.count(k)) return make_error("open " + k + ": Is a directory");
-  auto n = std::make_shared<node>();
+  auto n = new_node_locked();
   files_[k] = n;  // truncates: an old writer keeps its own (now unlinked) node
   return std::unique_ptr<writable_file>(new file(*this, k, std::move(n)));
 }
@@ -75,7 +82,7 @@ result<std::unique_ptr<writable_file>> mem_env::new_appendable_file(
   if (!dir_exists_locked(key(std::filesystem::path(k).parent_path()))) return not_found("open", k);
   if (dirs_.count(k)) return make_error("open " + k + ": Is a directory");
   auto& n = files_[k];
-  if (!n) n = std::make_shared<node>();
+  if (!n) n = new_node_locked();
   return std::unique_ptr<writable_file>(new file(*this, k, n));
 }
 
@@ -190,6 +197,7 @@ result<entry_info> mem_env::stat_no_follow(const std::filesystem::path& path) {
   if (auto it = files_.find(k); it != files_.end()) {
     info.kind = entry_kind::regular;
     info.size = it->second->data.size();
+    info.identity = file_identity{0, it->second->inode, it->second->version, it->second->version};
   } else if (dirs_.count(k)) {
     info.kind = entry_kind::directory;
   }
@@ -207,7 +215,7 @@ status mem_env::put(const std::filesystem::path& path, std::string data) {
   const std::string k = key(path);
   std::lock_guard lock(mu_);
   if (!dir_exists_locked(key(std::filesystem::path(k).parent_path()))) return not_found("open", k);
-  auto n = std::make_shared<node>();
+  auto n = new_node_locked();
   n->data = std::move(data);
   files_[k] = std::move(n);
   return {};

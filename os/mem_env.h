@@ -2,7 +2,9 @@
 // and wrapped (see fault_env.h). Files behave like POSIX inodes: a writable file keeps writing to
 // the same content after its path is renamed or removed. Thread-safe; one mutex guards all state.
 // Durability is not modelled: sync() only checks the file is open. Folders rename as a whole (all
-// they hold moves with them); there are no symlinks or special files.
+// they hold moves with them); there are no symlinks or special files. stat_no_follow gives each
+// file an identity: a new inode number per created file, and a version counted up on every write
+// as both of its times.
 #pragma once
 
 #include <map>
@@ -40,12 +42,16 @@ class mem_env : public env {
  private:
   struct node {
     std::string data;
+    std::uint64_t inode = 0;
+    std::int64_t version = 0;  // writes so far
   };
   class file;
   static std::string key(const std::filesystem::path& p);
   bool dir_exists_locked(const std::string& dir) const;
+  std::shared_ptr<node> new_node_locked();
 
   mutable std::mutex mu_;
+  std::uint64_t next_inode_ = 1;
   std::map<std::string, std::shared_ptr<node>> files_;
   std::set<std::string> dirs_;
 };

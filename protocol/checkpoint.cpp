@@ -373,9 +373,17 @@ std::int64_t checkpoint::step() const {
 
 namespace {
 
-// The 8-byte length prefix and JSON header of `c`'s file, digest included: validates everything
-// and hashes the tensors in place, so the caller only has to write the result and then the views.
-result<std::string> file_header(const checkpoint_view& c) {
+// How every baton header starts, up to the digest's hex digits (checkpoint_header puts it
+// first): the digits sit at a fixed offset of the file.
+const std::string& header_before_digest() {
+  static const std::string s = std::string("{\"__metadata__\":{\"digest\":\"") + digest_prefix;
+  return s;
+}
+std::size_t digest_hex_offset() { return 8 + header_before_digest().size(); }
+
+}  // namespace
+
+result<std::string> checkpoint_header(const checkpoint_view& c) {
   auto it = c.metadata.find(meta::step);
   std::int64_t step = 0;
   if (it == c.metadata.end()) return make_error("checkpoint metadata has no \"step\"");
@@ -432,8 +440,8 @@ result<std::string> file_header(const checkpoint_view& c) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += json;
 
-  const std::string hole = std::string("{\"__metadata__\":{\"digest\":\"") + digest_prefix;
-  const std::size_t hex_pos = 8 + hole.size();
+  const std::string& hole = header_before_digest();
+  const std::size_t hex_pos = digest_hex_offset();
   if (out.compare(8, hole.size(), hole) != 0) {
     return make_error("internal error: checkpoint header does not start with the digest");
   }
@@ -445,7 +453,36 @@ result<std::string> file_header(const checkpoint_view& c) {
   return out;
 }
 
-}  // namespace
+result<std::string> write_checkpoint_hashed(const checkpoint_view& c, std::string_view header,
+                                            const byte_sink& sink, std::size_t piece_bytes) {
+  const std::size_t hex_pos = digest_hex_offset();
+  if (header.size() < hex_pos + digest_hex_len) {
+    return make_error("internal error: checkpoint header too short for its digest");
+  }
+  if (piece_bytes == 0) piece_bytes = 1;
+  static const std::string zeros(digest_hex_len, '0');
+  xxh64_stream h;
+  h.update(header.substr(0, hex_pos));
+  h.update(zeros);
+  h.update(header.substr(hex_pos + digest_hex_len));
+  if (auto s = sink(header); !s) return s.error();
+  for (const auto& t : c.tensors) {
+    for (std::size_t at = 0; at < t.bytes.size(); at += piece_bytes) {
+      const std::string_view piece = t.bytes.substr(at, piece_bytes);
+      // Hashed first, then handed over: the sink's copy reads it from cache, and the digest is
+      // of these very bytes, whatever the memory held when the header was made.
+      h.update(piece);
+      if (auto s = sink(piece); !s) return s.error();
+    }
+  }
+  const std::string written = hex16(h.digest());
+  const std::string_view announced = header.substr(hex_pos, digest_hex_len);
+  if (written != announced) {
+    return make_error("checkpoint tensors changed while being written: the header says xxh64:" +
+                      std::string(announced) + ", the bytes written hash to xxh64:" + written);
+  }
+  return digest_prefix + written;
+}
 
 std::int64_t checkpoint_view::step() const {
   auto it = metadata.find(meta::step);
@@ -470,7 +507,7 @@ checkpoint_view view_of(const checkpoint& c) {
 }
 
 status write_checkpoint(const checkpoint_view& c, const byte_sink& sink) {
-  auto header = file_header(c);
+  auto header = checkpoint_header(c);
   if (!header) return header.error();
   if (auto s = sink(*header); !s) return s;
   for (const auto& t : c.tensors) {
@@ -482,7 +519,7 @@ status write_checkpoint(const checkpoint_view& c, const byte_sink& sink) {
 
 result<std::string> encode_checkpoint(const checkpoint& c) {
   const checkpoint_view v = view_of(c);
-  auto header = file_header(v);
+  auto header = checkpoint_header(v);
   if (!header) return header.error();
   std::string out = std::move(*header);
   std::size_t total = out.size();

@@ -80,6 +80,21 @@ using byte_sink = std::function<status(std::string_view)>;
 // hashes the tensors (for the digest in the header) before the first call to `sink`.
 status write_checkpoint(const checkpoint_view& c, const byte_sink& sink);
 
+// The file's first bytes: the 8-byte length prefix and the JSON header, digest included.
+// Validates everything and hashes the tensors in place (that is how the digest gets into the
+// header, which comes before them); write_checkpoint is this followed by the tensors' bytes.
+result<std::string> checkpoint_header(const checkpoint_view& c);
+
+// Hands `header` (checkpoint_header(c)) and then c's tensor bytes to `sink`, the tensors in
+// pieces of at most `piece_bytes`, and hashes every byte it hands over as verification does
+// (protocol/README.md, "Digest": its own 16 digits read as '0'). Returns that digest
+// ("xxh64:..."), so a writer can announce its file's digest without reading the file back. An
+// error if it is not the digest the header holds: the viewed memory changed since
+// checkpoint_header, and the file written could never verify.
+result<std::string> write_checkpoint_hashed(const checkpoint_view& c, std::string_view header,
+                                            const byte_sink& sink,
+                                            std::size_t piece_bytes = 256 << 10);
+
 // Serialises to safetensors bytes, setting format, format_version and digest in the metadata.
 // Fails on inconsistent tensors (size not matching shape, duplicate names).
 result<std::string> encode_checkpoint(const checkpoint& c);

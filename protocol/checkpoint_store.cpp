@@ -103,6 +103,40 @@ status checkpoint_store::prune(const std::filesystem::path& keep_path) const {
   return {};
 }
 
+bool still_verified(const verified_file& known, const std::vector<std::string>& names,
+                    const result<os::entry_info>& now) {
+  const std::string own = known.path.filename().string();
+  bool listed = false;
+  for (const auto& n : names) {
+    bool is_folder = false;
+    const auto step = step_of(n, is_folder);
+    if (!step) continue;
+    if (n == own) {
+      listed = *step == known.step && !is_folder;
+      continue;
+    }
+    // The walk goes newest first, by step and then by name: anything that sorts after the file
+    // would be read before it.
+    if (*step > known.step || (*step == known.step && n > own)) return false;
+  }
+  if (!listed || !now || now->kind != os::entry_kind::regular || !now->identity) return false;
+  return now->size == known.size && *now->identity == known.identity;
+}
+
+result<verified_checkpoint> checkpoint_store::newest_verified(
+    const verify_options& options, const std::optional<verified_file>& known) const {
+  if (known && known->path.parent_path() == dir_.lexically_normal()) {
+    auto names = env_.list_dir(dir_);
+    if (names && still_verified(*known, *names, env_.stat_no_follow(known->path))) {
+      verified_checkpoint out;
+      out.path = dir_ / known->path.filename();  // as the walk names it
+      out.step = known->step;
+      return out;
+    }
+  }
+  return newest_verified(options);
+}
+
 result<verified_checkpoint> checkpoint_store::newest_verified(const verify_options& options) const {
   auto found = entries();
   if (!found) return with_context("finding a checkpoint in " + dir_.string(), found.error());
@@ -113,9 +147,9 @@ result<verified_checkpoint> checkpoint_store::newest_verified(const verify_optio
       return;
     }
     auto moved = move_aside(p, why);
-    out.rejected.push_back(why + (moved ? " (moved to " + moved->string() + ")"
-                                        : " (could not move it aside: " +
-                                              moved.error().message + ")"));
+    out.rejected.push_back(why +
+                           (moved ? " (moved to " + moved->string() + ")"
+                                  : " (could not move it aside: " + moved.error().message + ")"));
   };
   for (auto it = found->rbegin(); it != found->rend(); ++it) {
     const std::string what = it->path.string();
@@ -174,27 +208,27 @@ result<std::filesystem::path> checkpoint_store::move_aside(const std::filesystem
   return to;
 }
 
-result<int> checkpoint_store::sweep_temp_files() const {
-  return os::remove_temp_files(env_, dir_);
-}
+result<int> checkpoint_store::sweep_temp_files() const { return os::remove_temp_files(env_, dir_); }
 
-result<std::filesystem::path> checkpoint_store::save(const checkpoint& c) {
-  return save(view_of(c));
-}
+result<saved_checkpoint> checkpoint_store::save(const checkpoint& c) { return save(view_of(c)); }
 
-result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
+result<saved_checkpoint> checkpoint_store::save(const checkpoint_view& c) {
   const std::int64_t step = c.step();
   // Validate before touching the folder, so a bad checkpoint leaves no temp file behind.
-  if (auto ok = write_checkpoint(c, [](std::string_view) -> status { return {}; }); !ok) {
-    return with_context("checkpoint for step " + std::to_string(step), ok.error());
-  }
+  auto header = checkpoint_header(c);
+  if (!header) return with_context("checkpoint for step " + std::to_string(step), header.error());
   if (auto s = env_.create_dirs(dir_); !s) return s.error();
   const auto path = path_for_step(step);
 
   status written;
+  std::string digest;
   try {
-    written = os::write_file_atomic(env_, path, [&](os::writable_file& f) {
-      return write_checkpoint(c, [&](std::string_view piece) { return f.append(piece); });
+    written = os::write_file_atomic(env_, path, [&](os::writable_file& f) -> status {
+      auto d = write_checkpoint_hashed(c, *header,
+                                       [&](std::string_view piece) { return f.append(piece); });
+      if (!d) return d.error();
+      digest = std::move(*d);
+      return {};
     });
   } catch (const std::exception& ex) {
     // os::write_file_atomic cleans up after failures it returns, not after a throwing env (a test
@@ -226,7 +260,7 @@ result<std::filesystem::path> checkpoint_store::save(const checkpoint_view& c) {
       }
     }
   }
-  return path;
+  return saved_checkpoint{path, std::move(digest)};
 }
 
 result<std::string> checkpoint_store::verify(const std::filesystem::path& path) const {

@@ -43,11 +43,36 @@ struct verified_checkpoint {
   std::vector<std::string> rejected;  // "<path>: <reason>", newest first
 };
 
+// A checkpoint file save() wrote, with the digest of the bytes it wrote (the file's `digest`
+// metadata value, which verify() would return), so the writer need not read it back.
+struct saved_checkpoint {
+  std::filesystem::path path;
+  std::string digest;  // "xxh64:..."
+};
+
 // How the supervisor checks a folder before a spawn (newest_verified).
 struct verify_options {
   std::uint64_t max_bytes = default_max_checkpoint_bytes;  // per file, and per folder in total
   bool move_rejected = false;  // move every rejected entry aside into rejected/
 };
+
+// A checkpoint file the supervisor read through and found good, with what stat_no_follow said of
+// it just before and just after (the same identity both times, so the bytes read were the file's).
+struct verified_file {
+  std::filesystem::path path;
+  std::int64_t step = 0;
+  std::uint64_t size = 0;
+  os::file_identity identity;
+};
+
+// Whether a walk of the folder may take `known` as its newest good checkpoint without reading it
+// again: only when `names` (the folder's listing) holds no checkpoint, file or folder, newer than
+// `known`'s own file (so the walk would start there), and `now` (stat_no_follow of that file,
+// taken now) is a regular file with the size and identity it had when it was verified. Anything
+// else (a newer entry, a stat error, a link, another inode or time, an env that gives no
+// identity) means reading it again. Pure, for tests.
+bool still_verified(const verified_file& known, const std::vector<std::string>& names,
+                    const result<os::entry_info>& now);
 
 // The folder, inside the checkpoint folder, that rejected checkpoints are moved into.
 inline constexpr const char* rejected_dir_name = "rejected";
@@ -62,12 +87,13 @@ class checkpoint_store {
   std::filesystem::path path_for_step(std::int64_t step) const;
 
   // Writes atomically, then removes the oldest beyond `keep`. On failure nothing that was
-  // already saved is touched. Returns the path written. An error with code
+  // already saved is touched. Returns the path written and the digest of the bytes written
+  // (hashed as they went out, see write_checkpoint_hashed). An error with code
   // errc::saved_but_cleanup_failed means the new checkpoint is durable and only pruning failed.
-  result<std::filesystem::path> save(const checkpoint& c);
+  result<saved_checkpoint> save(const checkpoint& c);
   // The same for a checkpoint whose tensors are views: their bytes go straight from the viewed
   // memory to the file, so saving needs no memory beyond the header.
-  result<std::filesystem::path> save(const checkpoint_view& c);
+  result<saved_checkpoint> save(const checkpoint_view& c);
 
   // Reads `path` back in bounded chunks and verifies it as decode_checkpoint would; returns its
   // digest string ("xxh64:..."). Memory use is the header plus one chunk, whatever the file size.
@@ -89,6 +115,10 @@ class checkpoint_store {
   // Files are opened as untrusted (os::env::new_untrusted_readable_file, inside the folder) and
   // capped at options.max_bytes, folders likewise file by file and in total.
   result<verified_checkpoint> newest_verified(const verify_options& options = {}) const;
+  // The same, answering `known` without reading it when still_verified says it may (a listing and
+  // one stat); otherwise the full walk. `known` must have been verified with the same options.
+  result<verified_checkpoint> newest_verified(const verify_options& options,
+                                              const std::optional<verified_file>& known) const;
 
   // Moves `entry` (a file, folder or link directly inside the folder; a link is moved, never
   // followed) into rejected/ under its own name (a suffix when the name is taken), and writes

@@ -85,9 +85,9 @@ rest_outcome feed_job_at_rest(os::env& e, job_store& store, job_record& record, 
   return out;
 }
 
-status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir,
-                                  const std::string& path, std::int64_t step,
-                                  const std::string& digest, std::uint64_t max_bytes) {
+result<std::optional<protocol::verified_file>> verify_reported_checkpoint(
+    os::env& e, const fs::path& checkpoint_dir, const std::string& path, std::int64_t step,
+    const std::string& digest, std::uint64_t max_bytes) {
   const fs::path p = fs::path(path).lexically_normal();
   if (!p.is_absolute() || p.parent_path() != checkpoint_dir.lexically_normal()) {
     return make_error("checkpoint " + path + " is not a file in the job's checkpoint folder " +
@@ -109,7 +109,16 @@ status verify_reported_checkpoint(os::env& e, const fs::path& checkpoint_dir,
     return make_error("checkpoint " + path + " has digest " + sum->digest +
                       ", the worker announced " + digest);
   }
-  return {};
+  // Trusted later from a stat only if the path still names the very file that was read.
+  const auto read = (*file)->identity();
+  const auto size = (*file)->size();
+  file->reset();
+  auto now = e.stat_no_follow(p);
+  if (!read || !now || now->kind != os::entry_kind::regular || now->identity != read ||
+      now->size != size) {
+    return std::optional<protocol::verified_file>();
+  }
+  return std::optional<protocol::verified_file>(protocol::verified_file{p, step, size, *read});
 }
 
 std::vector<std::string> worker_log_tail_lines(os::env& e, const fs::path& log,
@@ -316,6 +325,11 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   off_thread_call current_read;  // abandoned if the runner goes away first
   // The walk start() made, used by the spawn that follows it at once instead of a second walk.
   std::optional<result<protocol::verified_checkpoint>> fresh_walk;
+  // The checkpoint file this runner verified on the worker's message (the record's), as it was
+  // read: the walk before the next spawn answers it from a listing and a stat instead of reading
+  // it again, while it is provably the same file. Empty after a rejection, when a walk had to
+  // read or chose another file, and in a new runner (a daemon restart): the full check then.
+  std::optional<protocol::verified_file> verified_newest;
 
   std::deque<event> pending;
   bool dispatching = false;
@@ -553,9 +567,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   // that verifies (the rejected ones moved aside, never resumed from) and no temp files left.
   std::function<result<protocol::verified_checkpoint>()> folder_walk() const {
     return [e = &files, dir = store.checkpoint_dir(record.id), keep = spec.checkpoints.keep,
-            cap = options.max_checkpoint_bytes]() -> result<protocol::verified_checkpoint> {
+            cap = options.max_checkpoint_bytes,
+            known = verified_newest]() -> result<protocol::verified_checkpoint> {
       protocol::checkpoint_store cs(*e, dir, keep);
-      auto v = cs.newest_verified({cap, true});
+      auto v = cs.newest_verified({cap, true}, known);
       (void)cs.sweep_temp_files();  // best effort: the next save would sweep them too
       return v;
     };
@@ -589,6 +604,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
 
   void finish_spawn(std::optional<std::int64_t> max_steps,
                     result<protocol::verified_checkpoint> v) {
+    if (!v || !v->rejected.empty() || !v->path || !verified_newest ||
+        v->path->lexically_normal() != verified_newest->path) {
+      verified_newest.reset();
+    }
     choose_resume_checkpoint(v);
     spawn(max_steps);
   }
@@ -805,8 +824,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     // Off the io thread: the file is the worker's, and reading it may take long (or, without the
     // untrusted open, forever). A rejected file is moved aside so that no worker resumes from it.
     auto work = [e = &files, dir, m, cap = options.max_checkpoint_bytes,
-                 keep = spec.checkpoints.keep]() -> result<std::string> {
-      if (auto s = verify_reported_checkpoint(*e, dir, m.path, m.step, *m.digest, cap); !s) {
+                 keep = spec.checkpoints.keep]() -> result<std::optional<protocol::verified_file>> {
+      auto s = verify_reported_checkpoint(*e, dir, m.path, m.step, *m.digest, cap);
+      if (!s) {
         const fs::path p = fs::path(m.path).lexically_normal();
         std::string why = s.error().message;
         if (p.is_absolute() && p.parent_path() == dir.lexically_normal()) {
@@ -820,31 +840,34 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         }
         return make_error(why);
       }
-      return fs::path(m.path).lexically_normal().string();
+      return s;
     };
-    read_off_thread<std::string>("verifying checkpoint " + m.path, std::move(work),
-                                 [this, step = m.step](result<std::string> r) {
-                                   if (!r) {
-                                     log_event("rejected checkpoint: " + r.error().message);
-                                     post_event(ev::checkpoint_rejected{r.error().message});
-                                     return;
-                                   }
-                                   // The step itself is the machine's (checkpoint_verified); the
-                                   // file and the shard's end go with it.
-                                   if (step >= record.checkpoint_step) {
-                                     record.checkpoint_path = *r;
-                                     if (!record.shards.empty()) {
-                                       record.shards.back().end_step = step;
-                                     }
-                                   }
-                                   post_event(ev::checkpoint_verified{step});
-                                 });
+    read_off_thread<std::optional<protocol::verified_file>>(
+        "verifying checkpoint " + m.path, std::move(work),
+        [this, step = m.step, path = fs::path(m.path).lexically_normal()](
+            result<std::optional<protocol::verified_file>> r) {
+          if (!r) {
+            verified_newest.reset();
+            log_event("rejected checkpoint: " + r.error().message);
+            post_event(ev::checkpoint_rejected{r.error().message});
+            return;
+          }
+          // The step itself is the machine's (checkpoint_verified); the file and the shard's end
+          // go with it.
+          if (step >= record.checkpoint_step) {
+            record.checkpoint_path = path.string();
+            verified_newest = std::move(*r);
+            if (!record.shards.empty()) record.shards.back().end_step = step;
+          }
+          post_event(ev::checkpoint_verified{step});
+        });
   }
 
   // A folder announcement, handled before the next line of the worker is read: checked, sealed
   // into ckpt-<step>/, counted, pruned (protocol/README.md, "Folder checkpoints").
   void on_folder_checkpoint(const protocol::checkpoint_msg& m) {
     const auto dir = store.checkpoint_dir(record.id);
+    verified_newest.reset();  // the newest checkpoint is a folder from now on, or a rejection
     const auto reject = [&](const error& why) {
       log_event("rejected checkpoint: " + m.path + ": " + why.message);
       post_event(ev::checkpoint_rejected{m.path + ": " + why.message});
@@ -987,6 +1010,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       if (!r) {
         log_event(r.error().message);
       } else if (*r) {
+        verified_newest.reset();  // the record's file is gone: it was not the one kept
         const auto& v = **r;
         for (const auto& why : v.rejected) log_event("skipped checkpoint " + why);
         log_event("the checkpoint " + record.checkpoint_path +

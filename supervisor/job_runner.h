@@ -24,6 +24,7 @@
 
 #include "os/env.h"
 #include "protocol/checkpoint_folder.h"
+#include "protocol/checkpoint_store.h"
 #include "protocol/job_spec.h"
 #include "supervisor/job_history.h"
 #include "supervisor/job_log_writer.h"
@@ -153,10 +154,14 @@ void append_job_log(os::env& e, const job_store& store, const std::string& id,
 // at most `max_bytes`, resolving inside the folder), and the file must verify as it is streamed
 // through in bounded memory, with the step and digest the worker announced. Blocking: the runner
 // calls it off the io thread.
-status verify_reported_checkpoint(os::env& e, const std::filesystem::path& checkpoint_dir,
-                                  const std::string& path, std::int64_t step,
-                                  const std::string& digest,
-                                  std::uint64_t max_bytes = protocol::default_max_checkpoint_bytes);
+//
+// On success, when the env tells file identities, the file as it was read and as the path still
+// names it afterwards (the same identity): the walk before the next spawn can then trust it
+// from a stat (protocol::still_verified). nullopt: no identity, so the next walk reads it again.
+result<std::optional<protocol::verified_file>> verify_reported_checkpoint(
+    os::env& e, const std::filesystem::path& checkpoint_dir, const std::string& path,
+    std::int64_t step, const std::string& digest,
+    std::uint64_t max_bytes = protocol::default_max_checkpoint_bytes);
 
 // The last line of the job's log that the worker wrote (stderr or text on stdout, not a
 // "[baton]" line), without its stamp, at most 300 bytes, read from the last 8 KiB of the log's

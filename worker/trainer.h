@@ -55,13 +55,22 @@ struct step_outcome {
   std::optional<double> val_accuracy;
 };
 
+// Where create() takes the weights from. A worker that resumes overwrites every weight and all
+// optimizer state in restore(), so drawing the Glorot init (or reading model.initial_weights)
+// first would be work thrown away: for the seed job a quarter of a new worker's start-up.
+enum class initial_weights {
+  from_spec,         // model.initial_weights if set, else Glorot from training.seed
+  left_for_restore,  // none (zeros): restore() must succeed before the first run_step
+};
+
 class trainer {
  public:
   // Builds the model for `data` (which it keeps), binds the optimizer and sets the initial
-  // weights: model.initial_weights read through `e` if set, else Glorot from training.seed.
-  // Call set_thread_count first: the thread count is part of what makes results reproducible.
+  // weights as `init` says. Call set_thread_count first: the thread count is part of what makes
+  // results reproducible.
   static result<std::unique_ptr<trainer>> create(const protocol::job_spec& spec, dataset data,
-                                                 os::env& e);
+                                                 os::env& e,
+                                                 initial_weights init = initial_weights::from_spec);
 
   // Replaces the whole training state with a checkpoint's after checking that it belongs to this
   // job spec and data (fingerprints), that every tensor has the expected name, dtype and shape,

@@ -139,21 +139,25 @@ int run(worker_options opt) {
   }
   const int threads = set_thread_count(opt.threads.value_or(spec->training->threads));
 
-  auto data = load_dataset(e, *spec->data, spec->training->loss, spec->model->layers.back().units);
-  if (!data) return fail(exit_bad_config, data.error().message);
-  auto made = trainer::create(*spec, std::move(*data), e);
-  if (!made) return fail(exit_bad_config, made.error().message);
-  trainer& t = **made;
-  const auto& g = t.geometry();
-
   if (auto ok = e.create_dirs(opt.checkpoint_dir); !ok) {
     return fail(exit_runtime_error, ok.error().message);
   }
   protocol::checkpoint_store store(e, opt.checkpoint_dir, spec->checkpoints.keep);
   // Views into the file read once, not a decoded copy of it: resuming then holds the state twice
-  // (file and model) instead of three times.
+  // (file and model) instead of three times. Read before the model is made, so a resume skips
+  // the initial weights that the restore would overwrite.
   auto loaded = store.load_newest_file();
   if (!loaded) return fail(exit_runtime_error, loaded.error().message);
+
+  auto data = load_dataset(e, *spec->data, spec->training->loss, spec->model->layers.back().units);
+  if (!data) return fail(exit_bad_config, data.error().message);
+  auto made =
+      trainer::create(*spec, std::move(*data), e,
+                      *loaded ? initial_weights::left_for_restore : initial_weights::from_spec);
+  if (!made) return fail(exit_bad_config, made.error().message);
+  trainer& t = **made;
+  const auto& g = t.geometry();
+
   std::optional<std::int64_t> resumed_step;
   std::filesystem::path resumed_path;
   if (*loaded) {
@@ -206,10 +210,12 @@ int run(worker_options opt) {
 
   // A stop before the first step has nothing new to save: announce the checkpoint we resumed.
   std::filesystem::path path = resumed_path;
+  std::optional<std::string> digest;  // of the bytes the save wrote: no need to read them back
   if (!resumed_step || *resumed_step != t.step()) {
     auto saved = store.save(t.snapshot_view());
     if (saved) {
-      path = *saved;
+      path = saved->path;
+      digest = std::move(saved->digest);
     } else if (saved.error().code == errc::saved_but_cleanup_failed) {
       log("warning: " + saved.error().message);  // durable; only pruning failed
       path = store.path_for_step(t.step());
@@ -217,9 +223,13 @@ int run(worker_options opt) {
       return fail(exit_runtime_error, saved.error().message);
     }
   }
-  // Read back what reached the file, in chunks: holding it whole would double the peak memory.
-  auto digest = store.verify(path);
-  if (!digest) return fail(exit_runtime_error, digest.error().message);
+  if (!digest) {
+    // Not written by this process (or its save's digest was lost with a cleanup error): read
+    // it back in chunks, since holding it whole would double the peak memory.
+    auto read_back = store.verify(path);
+    if (!read_back) return fail(exit_runtime_error, read_back.error().message);
+    digest = std::move(*read_back);
+  }
   send(protocol::checkpoint_msg{path.string(), t.step(), *digest});
   send(protocol::done_msg{t.step(), t.finished()});
   log("wrote " + path.string() + (t.finished() ? "; job complete" : ""));

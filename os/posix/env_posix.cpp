@@ -78,14 +78,24 @@ class posix_writable_file final : public writable_file {
   int fd_;
 };
 
+file_identity identity_of(const struct stat& st) {
+  const auto ns = [](const timespec& t) {
+    return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+  };
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+          ns(st.st_mtim), ns(st.st_ctim)};
+}
+
 class posix_readable_file final : public readable_file {
  public:
-  posix_readable_file(std::filesystem::path path, int fd, std::uint64_t size, uid_t owner)
-      : path_(std::move(path)), fd_(fd), size_(size), owner_(owner) {}
+  posix_readable_file(std::filesystem::path path, int fd, std::uint64_t size, uid_t owner,
+                      std::optional<file_identity> identity = std::nullopt)
+      : path_(std::move(path)), fd_(fd), size_(size), owner_(owner), identity_(identity) {}
   ~posix_readable_file() override { ::close(fd_); }
 
   std::uint64_t size() const override { return size_; }
   std::optional<std::uint32_t> owner_uid() const override { return owner_; }
+  std::optional<file_identity> identity() const override { return identity_; }
 
   status read(std::uint64_t offset, std::size_t n, std::string& out) override {
     out.resize(n);
@@ -108,6 +118,7 @@ class posix_readable_file final : public readable_file {
   int fd_;
   std::uint64_t size_;
   std::uint32_t owner_;
+  std::optional<file_identity> identity_;
 };
 
 // An open descriptor, closed when it goes.
@@ -261,7 +272,7 @@ class posix_env final : public env {
       }
     }
     return std::unique_ptr<readable_file>(
-        new posix_readable_file(path, guard.release(), size, st.st_uid));
+        new posix_readable_file(path, guard.release(), size, st.st_uid, identity_of(st)));
   }
 
   status rename_file(const std::filesystem::path& from, const std::filesystem::path& to) override {
@@ -352,6 +363,7 @@ class posix_env final : public env {
     if (S_ISREG(st.st_mode)) {
       info.kind = entry_kind::regular;
       info.size = static_cast<std::uint64_t>(st.st_size);
+      info.identity = identity_of(st);
     } else if (S_ISDIR(st.st_mode)) {
       info.kind = entry_kind::directory;
     } else if (S_ISLNK(st.st_mode)) {

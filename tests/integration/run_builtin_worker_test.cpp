@@ -296,3 +296,27 @@ TEST_CASE("known leaks are measured within 10 percent from the first worker on",
     fs::remove_all(dir);
   }
 }
+
+TEST_CASE("a checkpoint replaced after its verification is caught before the next resume",
+          "[integration]") {
+  // The supervisor reads a verified checkpoint again before the next spawn only when the file
+  // may have changed (another inode, size or time). Here the first shard's worker, wrapped,
+  // replaces its checkpoint with a damaged copy under the same name once the supervisor has
+  // had time to verify it: the supervisor must move it aside, and the job still ends with the
+  // weights of an undisturbed run (from a fresh start).
+  const auto dir = scratch("replaced");
+  auto job = small_job("replaced");
+  const std::string python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  job["worker"]["command"] = {
+      python, std::string(BATON_SOURCE_DIR) + "/tests/integration/workers/replacing_worker.py",
+      BATON_WORKER_EXE};
+  auto r = baton_run(write_job(dir, job), dir / "state");
+  INFO(read_text(dir / "stderr.log"));
+  CHECK(r.status == baton::os::exit_status::exited(0));
+  REQUIRE(r.summary["state"] == "completed");
+  CHECK(final_state(r.summary) == reference_state());
+  const fs::path ckpts = fs::path(r.summary["checkpoint_path"].get<std::string>()).parent_path();
+  const auto reason = ckpts / "rejected" / "ckpt-000000000016.safetensors.reason";
+  REQUIRE(fs::exists(reason));
+  CHECK_THAT(read_text(reason), Catch::Contains("digest mismatch"));
+}

@@ -1,12 +1,15 @@
 // POSIX-only env behaviour: symlinks and FIFOs, which stat_no_follow must report as what they
 // are (a checkpoint folder refuses both).
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "os/env.h"
 #include "support/skip.h"
@@ -262,4 +265,42 @@ TEST_CASE("set_owner hands a folder to a user without following a link", "[unit]
   CHECK_FALSE(e.set_owner(g.job / "link", 61234, 61235, 0777));
   REQUIRE(::lstat((g.outside / "shadow").c_str(), &st) == 0);
   CHECK(st.st_uid == 0);
+}
+
+TEST_CASE("posix env identities: device and inode, and times that any write moves", "[unit][env]") {
+  auto& e = baton::os::env::default_env();
+  const auto dir = baton::test::fresh_scratch_dir("baton-env-posix-test-identity");
+  const auto p = dir / "f";
+  REQUIRE(baton::os::write_file_atomic(e, p, "content"));
+  const auto first = e.stat_no_follow(p);
+  REQUIRE(first);
+  REQUIRE(first->identity);
+  struct stat st {};
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  CHECK(first->identity->inode == static_cast<std::uint64_t>(st.st_ino));
+  CHECK(first->identity->device == static_cast<std::uint64_t>(st.st_dev));
+  CHECK(e.stat_no_follow(p)->identity == first->identity);
+  auto f = e.new_untrusted_readable_file(p, {1 << 20, dir});
+  REQUIRE(f);
+  CHECK((*f)->identity() == first->identity);
+  f->reset();
+  // Replaced by a rename (as every atomic write does): another inode, even with the same bytes.
+  REQUIRE(baton::os::write_file_atomic(e, p, "content"));
+  CHECK(e.stat_no_follow(p)->identity->inode != first->identity->inode);
+  // Written in place, then its modification time put back: the change time still moved.
+  const auto before = e.stat_no_follow(p);
+  REQUIRE(before);
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  const timespec times[2] = {st.st_atim, st.st_mtim};
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the clock's granularity
+  std::ofstream(p, std::ios::in | std::ios::out) << "C";
+  REQUIRE(::utimensat(AT_FDCWD, p.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0);
+  const auto after = e.stat_no_follow(p);
+  REQUIRE(after);
+  CHECK(after->identity->inode == before->identity->inode);
+  CHECK(after->identity->modified_ns == before->identity->modified_ns);
+  CHECK(after->identity->changed_ns != before->identity->changed_ns);
+  CHECK(after->identity != before->identity);
+  CHECK_FALSE(e.stat_no_follow(dir)->identity);
+  fs::remove_all(dir);
 }

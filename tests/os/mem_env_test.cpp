@@ -147,3 +147,32 @@ TEST_CASE("mem_env opens untrusted files with the same checks", "[unit][mem_env]
   REQUIRE_FALSE(missing);
   CHECK_THAT(missing.error().message, Catch::Contains("does not exist"));
 }
+
+TEST_CASE("mem_env gives files an identity that a rewrite or replacement changes",
+          "[unit][mem_env]") {
+  baton::os::mem_env e;
+  REQUIRE(e.create_dirs("/d"));
+  REQUIRE(e.put("/d/a", "one"));
+  const auto first = e.stat_no_follow("/d/a");
+  REQUIRE(first);
+  REQUIRE(first->identity);
+  CHECK(e.stat_no_follow("/d/a")->identity == first->identity);  // stable while untouched
+  // An untrusted open reports the identity of what it read.
+  auto f = e.new_untrusted_readable_file("/d/a", {1 << 20, "/d"});
+  REQUIRE(f);
+  CHECK((*f)->identity() == first->identity);
+  // Renamed: the same file, the same identity.
+  REQUIRE(e.rename_file("/d/a", "/d/b"));
+  CHECK(e.stat_no_follow("/d/b")->identity == first->identity);
+  // Written to: the same inode, another time.
+  auto w = e.new_appendable_file("/d/b");
+  REQUIRE(w);
+  REQUIRE((*w)->append("!"));
+  const auto written = e.stat_no_follow("/d/b");
+  CHECK(written->identity->inode == first->identity->inode);
+  CHECK(written->identity != first->identity);
+  // Replaced under the same name: another inode.
+  REQUIRE(e.put("/d/b", "one!"));
+  CHECK(e.stat_no_follow("/d/b")->identity->inode != first->identity->inode);
+  CHECK_FALSE(e.stat_no_follow("/d")->identity);  // folders have none
+}

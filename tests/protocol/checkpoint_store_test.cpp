@@ -40,7 +40,7 @@ TEST_CASE("checkpoint store names files by zero-padded step", "[unit][checkpoint
   CHECK(s.path_for_step(1234) == dir / "ckpt-000000001234.safetensors");
   auto p = s.save(at_step(1234));
   REQUIRE(p);
-  CHECK(*p == dir / "ckpt-000000001234.safetensors");
+  CHECK(p->path == dir / "ckpt-000000001234.safetensors");
   CHECK(names(e, dir) == std::vector<std::string>{"ckpt-000000001234.safetensors"});
 }
 
@@ -299,12 +299,12 @@ TEST_CASE("checkpoint store saves a view with the same bytes as the owned checkp
   const checkpoint c = at_step(9, 3.0f);
   auto p = s.save(view_of(c));
   REQUIRE(p);
-  auto bytes = mem.read_file(*p);
+  auto bytes = mem.read_file(p->path);
   REQUIRE(bytes);
   auto expected = encode_checkpoint(c);
   REQUIRE(expected);
   CHECK(*bytes == *expected);
-  auto digest = s.verify(*p);
+  auto digest = s.verify(p->path);
   REQUIRE(digest);
   CHECK(*digest == *checkpoint_digest(*bytes));
 }
@@ -347,14 +347,15 @@ TEST_CASE("checkpoint store verify names the file and the damage", "[unit][check
   checkpoint_store s(mem, dir, 3);
   auto p = s.save(at_step(3));
   REQUIRE(p);
-  auto bytes = mem.read_file(*p);
+  auto bytes = mem.read_file(p->path);
   REQUIRE(bytes);
   std::string bad = *bytes;
   bad.back() ^= 1;
-  REQUIRE(mem.put(*p, bad));
-  auto r = s.verify(*p);
+  REQUIRE(mem.put(p->path, bad));
+  auto r = s.verify(p->path);
   REQUIRE_FALSE(r);
-  CHECK_THAT(r.error().message, Catch::Contains(p->string()) && Catch::Contains("digest mismatch"));
+  CHECK_THAT(r.error().message,
+             Catch::Contains(p->path.string()) && Catch::Contains("digest mismatch"));
   CHECK_FALSE(s.verify(dir / "missing.safetensors"));
 }
 
@@ -370,9 +371,9 @@ TEST_CASE("checkpoint store verify reads the real file system in chunks",
   c.tensors[0].bytes.assign(600000 * 4, '\x5a');
   auto p = s.save(view_of(c));
   REQUIRE(p);
-  auto bytes = e.read_file(*p);
+  auto bytes = e.read_file(p->path);
   REQUIRE(bytes);
-  auto digest = s.verify(*p);
+  auto digest = s.verify(p->path);
   REQUIRE(digest);
   CHECK(*digest == *checkpoint_digest(*bytes));
   fs::remove_all(d);
@@ -479,22 +480,22 @@ TEST_CASE("newest_verified moves rejected checkpoints aside with their reason",
   REQUIRE(s.save(at_step(4)));
   auto newest = s.save(at_step(8));
   REQUIRE(newest);
-  auto bytes = e.read_file(*newest);
+  auto bytes = e.read_file(newest->path);
   REQUIRE(bytes);
   (*bytes)[bytes->size() - 1] ^= 1;  // a flipped bit in a tensor
-  REQUIRE(e.put(*newest, *bytes));
+  REQUIRE(e.put(newest->path, *bytes));
 
   auto kept = s.newest_verified();  // by default nothing moves
   REQUIRE(kept);
   CHECK(kept->step == 4);
-  CHECK(e.file_exists(*newest));
+  CHECK(e.file_exists(newest->path));
 
   auto v = s.newest_verified({default_max_checkpoint_bytes, true});
   REQUIRE(v);
   CHECK(v->step == 4);
   REQUIRE(v->rejected.size() == 1);
   CHECK_THAT(v->rejected[0], Catch::Contains("(moved to "));
-  CHECK_FALSE(e.file_exists(*newest));
+  CHECK_FALSE(e.file_exists(newest->path));
   const auto aside = dir / "rejected" / "ckpt-000000000008.safetensors";
   CHECK(e.file_exists(aside));
   auto reason = e.read_file(aside.string() + ".reason");
@@ -505,7 +506,7 @@ TEST_CASE("newest_verified moves rejected checkpoints aside with their reason",
   REQUIRE(l);
   CHECK(l->size() == 1);
   // A second rejection of the same name does not overwrite the first.
-  REQUIRE(e.put(*newest, "junk"));
+  REQUIRE(e.put(newest->path, "junk"));
   REQUIRE(s.newest_verified({default_max_checkpoint_bytes, true}));
   CHECK(e.file_exists(dir / "rejected" / "ckpt-000000000008.safetensors.1"));
 }
@@ -536,4 +537,188 @@ TEST_CASE("sweep_temp_files removes a killed writer's leftovers only", "[unit][c
   auto zero = none.sweep_temp_files();
   REQUIRE(zero);
   CHECK(*zero == 0);
+}
+
+TEST_CASE("checkpoint store save returns the digest verify reads back, at every size",
+          "[unit][checkpoint_store]") {
+  baton::os::mem_env mem;
+  auto& real = baton::os::env::default_env();
+  const auto real_dir = fs::temp_directory_path() / "baton-ckpt-save-digest-test";
+  fs::remove_all(real_dir);
+  // Empty, tiny, one write piece (256 KiB) exactly and either side of it, several pieces and
+  // several 1 MiB verify chunks, and a last piece of one float.
+  for (const std::int64_t floats : {0, 1, 65535, 65536, 65537, 3 * 65536 + 1, 1000003}) {
+    for (const bool view : {false, true}) {
+      for (baton::os::env* e : {static_cast<baton::os::env*>(&mem), &real}) {
+        INFO(floats << " floats, " << (view ? "view" : "owned") << " save, "
+                    << (e == &mem ? "mem_env" : "real file system"));
+        checkpoint_store s(*e, e == &mem ? dir : real_dir, 2);
+        checkpoint c = at_step(floats + 1);
+        c.tensors[0].shape = {floats};
+        c.tensors[0].bytes.resize(static_cast<std::size_t>(floats) * 4);
+        for (std::size_t i = 0; i < c.tensors[0].bytes.size(); ++i) {
+          c.tensors[0].bytes[i] = static_cast<char>(i * 31 + static_cast<std::size_t>(floats));
+        }
+        // A second tensor, so pieces of two tensors follow each other.
+        c.tensors.push_back({"b", dtype::u8, {3}, "xyz"});
+        auto saved = view ? s.save(view_of(c)) : s.save(c);
+        REQUIRE(saved);
+        CHECK(saved->path == s.path_for_step(floats + 1));
+        CHECK_THAT(saved->digest, Catch::StartsWith("xxh64:"));
+        auto read_back = s.verify(saved->path);
+        REQUIRE(read_back);
+        CHECK(saved->digest == *read_back);
+        auto bytes = e->read_file(saved->path);
+        REQUIRE(bytes);
+        CHECK(saved->digest == *checkpoint_digest(*bytes));
+      }
+    }
+  }
+  fs::remove_all(real_dir);
+}
+
+TEST_CASE("checkpoint store save's digest is of the bytes written, not of the file",
+          "[unit][checkpoint_store]") {
+  // A disk that changes a byte after the write (here: just before the rename) leaves a file
+  // that does not match the digest the writer announces, and verify() says so.
+  baton::os::mem_env mem;
+  baton::os::fault_env e(mem);
+  checkpoint_store s(e, dir, 2);
+  e.call_at(
+      1,
+      [&](baton::os::fault_env::op, const fs::path& from) {
+        auto bytes = mem.read_file(from);
+        REQUIRE(bytes);
+        bytes->back() ^= 0x10;
+        REQUIRE(mem.put(from, *bytes));
+      },
+      baton::os::fault_env::op::rename_file);
+  auto saved = s.save(at_step(4));
+  REQUIRE(saved);
+  CHECK(e.faults_fired() == 1);
+  auto clean = encode_checkpoint(at_step(4));
+  REQUIRE(clean);
+  CHECK(saved->digest == *checkpoint_digest(*clean));
+  auto read_back = s.verify(saved->path);
+  REQUIRE_FALSE(read_back);
+  CHECK_THAT(read_back.error().message, Catch::Contains("digest mismatch"));
+}
+
+TEST_CASE("still_verified trusts a stat only for the newest file, unchanged",
+          "[unit][checkpoint_store]") {
+  const baton::os::file_identity id{1, 42, 1000, 1001};
+  const verified_file known{dir / "ckpt-000000000008.safetensors", 8, 120, id};
+  const std::vector<std::string> listing = {"ckpt-000000000004.safetensors",
+                                            "ckpt-000000000008.safetensors",
+                                            "ckpt-000000000009.safetensors.tmp-1-0", "rejected"};
+  baton::os::entry_info same;
+  same.kind = baton::os::entry_kind::regular;
+  same.size = 120;
+  same.identity = id;
+  CHECK(still_verified(known, listing, same));
+
+  // The file itself changed: another inode (replaced under the same name), another time
+  // (written in place), a reset modification time (the change time moved), another size.
+  for (int field = 0; field < 5; ++field) {
+    INFO("field " << field);
+    auto now = same;
+    switch (field) {
+      case 0:
+        now.identity->inode = 43;
+        break;
+      case 1:
+        now.identity->device = 2;
+        break;
+      case 2:
+        now.identity->modified_ns += 1;
+        break;
+      case 3:
+        now.identity->changed_ns += 1;
+        break;
+      case 4:
+        now.size = 121;
+        break;
+    }
+    CHECK_FALSE(still_verified(known, listing, now));
+  }
+  // No identity (an env that cannot tell), not a regular file any more, gone, a stat error.
+  auto blind = same;
+  blind.identity.reset();
+  CHECK_FALSE(still_verified(known, listing, blind));
+  auto link = same;
+  link.kind = baton::os::entry_kind::symlink;
+  CHECK_FALSE(still_verified(known, listing, link));
+  CHECK_FALSE(still_verified(known, listing, baton::os::entry_info{}));
+  CHECK_FALSE(still_verified(known, listing, baton::make_error("stat: I/O error")));
+
+  // The walk would start elsewhere: a newer file or folder, or the file missing from the
+  // listing. Same-step names sort before it (the walk reads them after it).
+  auto with = [&](const std::string& name) {
+    auto l = listing;
+    l.push_back(name);
+    return l;
+  };
+  CHECK_FALSE(still_verified(known, with("ckpt-000000000009.safetensors"), same));
+  CHECK_FALSE(still_verified(known, with("ckpt-000000000012"), same));
+  CHECK(still_verified(known, with("ckpt-0000000000008.safetensors"), same));
+  CHECK(still_verified(known, with("ckpt-000000000008"), same));
+  CHECK(still_verified(known, with("ckpt-000000000007.safetensors"), same));
+  CHECK_FALSE(still_verified(known, {"ckpt-000000000004.safetensors"}, same));
+  // A file whose name says another step than the one verified.
+  auto other_step = known;
+  other_step.step = 9;
+  CHECK_FALSE(still_verified(other_step, listing, same));
+}
+
+namespace {
+// A mem_env that counts the opens a verification makes.
+struct counting_env : baton::os::mem_env {
+  int untrusted_opens = 0;
+  baton::result<std::unique_ptr<baton::os::readable_file>> new_untrusted_readable_file(
+      const fs::path& path, const baton::os::untrusted_file_limits& limits) override {
+    ++untrusted_opens;
+    return mem_env::new_untrusted_readable_file(path, limits);
+  }
+};
+}  // namespace
+
+TEST_CASE("newest_verified with a known file reads nothing while it is unchanged",
+          "[unit][checkpoint_store]") {
+  counting_env mem;
+  checkpoint_store s(mem, dir, 3);
+  REQUIRE(s.save(at_step(4)));
+  auto saved = s.save(at_step(8));
+  REQUIRE(saved);
+  auto info = mem.stat_no_follow(saved->path);
+  REQUIRE(info);
+  REQUIRE(info->identity);
+  const verified_file known{saved->path, 8, info->size, *info->identity};
+
+  // Unchanged: answered from the listing and a stat, without opening any file.
+  auto fast = s.newest_verified({}, known);
+  REQUIRE(fast);
+  REQUIRE(fast->path);
+  CHECK(*fast->path == saved->path);
+  CHECK(fast->step == 8);
+  CHECK(fast->rejected.empty());
+  CHECK(mem.untrusted_opens == 0);
+  // Without a known file, the same answer by reading the newest file.
+  auto full = s.newest_verified({});
+  REQUIRE(full);
+  CHECK(*full->path == saved->path);
+  CHECK(mem.untrusted_opens == 1);
+
+  // Replaced under the same name by a damaged copy: a new identity, so the full walk runs,
+  // rejects it and falls back to step 4.
+  auto bytes = mem.read_file(saved->path);
+  REQUIRE(bytes);
+  bytes->back() ^= 1;
+  REQUIRE(mem.put(saved->path, *bytes));
+  auto slow = s.newest_verified({}, known);
+  REQUIRE(slow);
+  REQUIRE(slow->path);
+  CHECK(slow->step == 4);
+  REQUIRE(slow->rejected.size() == 1);
+  CHECK_THAT(slow->rejected[0], Catch::Contains("digest mismatch"));
+  CHECK(mem.untrusted_opens == 3);
 }

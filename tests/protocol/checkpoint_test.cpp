@@ -562,3 +562,53 @@ TEST_CASE("decode_checkpoint_view views the buffer and matches decode_checkpoint
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::Contains("bad.safetensors") && Catch::Contains("digest"));
 }
+
+TEST_CASE("write_checkpoint_hashed hands over the file in pieces and returns its digest",
+          "[unit][checkpoint]") {
+  const checkpoint c = sample();
+  auto whole = encode_checkpoint(c);
+  REQUIRE(whole);
+  auto header = checkpoint_header(view_of(c));
+  REQUIRE(header);
+  CHECK(whole->compare(0, header->size(), *header) == 0);
+  for (const std::size_t piece : {std::size_t{1}, std::size_t{5}, std::size_t{256 << 10}}) {
+    INFO("pieces of " << piece);
+    std::string joined;
+    std::size_t pieces = 0, largest = 0;
+    auto d = write_checkpoint_hashed(
+        view_of(c), *header,
+        [&](std::string_view p) -> baton::status {
+          joined += p;
+          ++pieces;
+          if (pieces > 1) largest = std::max(largest, p.size());
+          return {};
+        },
+        piece);
+    REQUIRE(d);
+    CHECK(joined == *whole);
+    CHECK(*d == *checkpoint_digest(*whole));
+    CHECK(largest <= piece);
+  }
+}
+
+TEST_CASE("write_checkpoint_hashed refuses tensors that change while they are written",
+          "[unit][checkpoint]") {
+  checkpoint c = sample();
+  auto v = view_of(c);
+  auto header = checkpoint_header(v);
+  REQUIRE(header);
+  int calls = 0;
+  auto d = write_checkpoint_hashed(v, *header, [&](std::string_view) -> baton::status {
+    // After the header went out, a byte of the first tensor changes (a race in the writer).
+    if (++calls == 1) c.tensors[0].bytes[0] ^= 1;
+    return {};
+  });
+  REQUIRE_FALSE(d);
+  CHECK_THAT(d.error().message, Catch::Contains("changed while being written"));
+  // A sink's error stops the write and is passed on.
+  auto failed = write_checkpoint_hashed(
+      view_of(sample()), *checkpoint_header(view_of(sample())),
+      [](std::string_view) -> baton::status { return baton::make_error("disk full"); });
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().message == "disk full");
+}

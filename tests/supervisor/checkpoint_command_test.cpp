@@ -57,9 +57,9 @@ TEST_CASE("checkpoint verify says OK for a good folder or file and names the dam
   baton::protocol::checkpoint_store store(e, dir, 5);
   auto file = store.save(c);
   REQUIRE(file);
-  r = run({"checkpoint", "verify", file->string()});
+  r = run({"checkpoint", "verify", file->path.string()});
   CHECK(r.code == baton::supervisor::exit_ok);
-  CHECK(r.out == "OK " + file->string() + ": step 5\n");
+  CHECK(r.out == "OK " + file->path.string() + ": step 5\n");
 
   std::ofstream(sealed->path / "sub" / "model.pt") << "weightz";
   r = run({"checkpoint", "verify", folder});
@@ -68,10 +68,10 @@ TEST_CASE("checkpoint verify says OK for a good folder or file and names the dam
   CHECK_THAT(r.err, Catch::StartsWith("FAILED " + (sealed->path / "sub" / "model.pt").string() +
                                       ": content hashes to xxh64"));
 
-  std::ofstream(*file, std::ios::app) << "tail";
-  r = run({"checkpoint", "verify", file->string()});
+  std::ofstream(file->path, std::ios::app) << "tail";
+  r = run({"checkpoint", "verify", file->path.string()});
   CHECK(r.code == baton::supervisor::exit_failure);
-  CHECK_THAT(r.err, Catch::StartsWith("FAILED " + file->string() + ": "));
+  CHECK_THAT(r.err, Catch::StartsWith("FAILED " + file->path.string() + ": "));
 
   CHECK(run({"checkpoint", "verify"}).code == baton::supervisor::exit_usage);
   CHECK(run({"checkpoint"}).code == baton::supervisor::exit_usage);

@@ -165,13 +165,13 @@ std::pair<std::filesystem::path, std::string> good_checkpoint(baton::os::env& e,
   t.bytes.assign(4, '\0');
   c.tensors.push_back(t);
   baton::protocol::checkpoint_store cs(e, dir, 5);
-  auto path = cs.save(c);
-  REQUIRE(path);
-  auto bytes = e.read_file(*path);
+  auto saved = cs.save(c);
+  REQUIRE(saved);
+  auto bytes = e.read_file(saved->path);
   REQUIRE(bytes);
   auto digest = baton::protocol::checkpoint_digest(*bytes);
   REQUIRE(digest);
-  return {*path, *digest};
+  return {saved->path, *digest};
 }
 
 }  // namespace
@@ -515,4 +515,101 @@ TEST_CASE("a worker's stderr reaches the job log stamped, and its last line name
   CHECK(has("ValueError: the unfinished line waits for its end"));
   // The crash is diagnosed from the worker's last line, read after its exit.
   CHECK_THAT(runner.record().diagnosis, Catch::Contains("ValueError: the unfinished line"));
+}
+
+TEST_CASE("a checkpoint replaced after its verification is still caught before the next spawn",
+          "[unit][job_runner]") {
+  // The runner trusts the checkpoint it verified on the worker's message from a stat alone, as
+  // long as it is provably the same file. Here it is not: once verified, the worker puts a
+  // damaged copy under the same name and ends. The next spawn must not resume from it.
+  fake_job j;
+  auto rec = j.create(16);
+  const auto dir = j.store.checkpoint_dir("j");
+  std::vector<std::string> resumed;
+  const job_runner* watched = nullptr;
+  std::function<void()> poll;  // the first worker's wait for the verification
+  j.launcher.script = [&](baton::test::fake_process& p) {
+    resumed.push_back(p.env("BATON_RESUME_FROM"));
+    p.say(baton::protocol::hello_msg{1, p.pid(), "w"});
+    if (resumed.size() > 1) {
+      auto [path, digest] = good_checkpoint(j.files, dir, 16);
+      p.say(baton::protocol::checkpoint_msg{path.string(), 16, digest});
+      p.say(baton::protocol::done_msg{16, true});
+      p.exit(baton::os::exit_status::exited(0));
+      return;
+    }
+    auto [path, digest] = good_checkpoint(j.files, dir, 8);
+    p.say(baton::protocol::checkpoint_msg{path.string(), 8, digest});
+    auto timer = std::make_shared<boost::asio::steady_timer>(p.io());
+    poll = [&, timer, path = path, self = p.shared_from_this()] {
+      if (watched->record().checkpoint_step < 8) {  // not verified yet
+        timer->expires_after(1ms);
+        timer->async_wait([&](const boost::system::error_code&) { poll(); });
+        return;
+      }
+      auto bytes = j.files.read_file(path);
+      REQUIRE(bytes);
+      bytes->back() ^= 1;
+      REQUIRE(j.files.put(path, *bytes));
+      self->say(baton::protocol::done_msg{8, false});
+      self->exit(baton::os::exit_status::exited(0));
+    };
+    boost::asio::post(p.io(), [&] { poll(); });
+  };
+  job_runner runner(j.io, j.files, j.launcher, j.store, rec, j.spec, runner_options{});
+  watched = &runner;
+  runner.start();
+  REQUIRE(run_to_rest(j.io, runner));
+  REQUIRE(resumed.size() == 2);
+  CHECK(resumed[0].empty());
+  CHECK(resumed[1].empty());  // not pointed at the damaged step-8 file: a fresh start
+  auto names = j.files.list_dir(dir / "rejected");
+  REQUIRE(names);
+  CHECK(std::count(names->begin(), names->end(), "ckpt-000000000008.safetensors") == 1);
+  CHECK_THAT(j.log(), Catch::Contains("skipped checkpoint") && Catch::Contains("digest mismatch"));
+  CHECK(runner.record().state == job_state::completed);
+}
+
+TEST_CASE("an unchanged verified checkpoint is resumed from without a second read",
+          "[unit][job_runner]") {
+  // The same two shards with the file left alone: the second worker resumes from it, and the
+  // walk before its spawn opened no checkpoint (only the verification on the message did).
+  struct counting_env : baton::os::mem_env {
+    std::atomic<int> untrusted_opens{0};  // of checkpoint files (the job log is read so too)
+    baton::result<std::unique_ptr<baton::os::readable_file>> new_untrusted_readable_file(
+        const std::filesystem::path& path,
+        const baton::os::untrusted_file_limits& limits) override {
+      if (path.extension() == ".safetensors") ++untrusted_opens;
+      return mem_env::new_untrusted_readable_file(path, limits);
+    }
+  };
+  counting_env files;
+  const auto spec = spec_of(files);
+  job_store store(files, mem_root() / "state");
+  REQUIRE(store.open());
+  auto created = store.create(spec, 16, "j");
+  REQUIRE(created);
+  const auto dir = store.checkpoint_dir("j");
+  baton::test::fake_launcher launcher;
+  std::vector<std::string> resumed;
+  std::vector<int> opens_at_spawn;
+  launcher.script = [&](baton::test::fake_process& p) {
+    resumed.push_back(p.env("BATON_RESUME_FROM"));
+    opens_at_spawn.push_back(files.untrusted_opens.load());
+    p.say(baton::protocol::hello_msg{1, p.pid(), "w"});
+    const std::int64_t step = resumed.size() == 1 ? 8 : 16;
+    auto [path, digest] = good_checkpoint(files, dir, step);
+    p.say(baton::protocol::checkpoint_msg{path.string(), step, digest});
+    p.say(baton::protocol::done_msg{step, step == 16});
+    p.exit(baton::os::exit_status::exited(0));
+  };
+  boost::asio::io_context io;
+  job_runner runner(io, files, launcher, store, *created, spec, runner_options{});
+  runner.start();
+  REQUIRE(run_to_rest(io, runner));
+  CHECK(runner.record().state == job_state::completed);
+  REQUIRE(resumed.size() == 2);
+  CHECK(std::filesystem::path(resumed[1]).filename() == "ckpt-000000000008.safetensors");
+  REQUIRE(opens_at_spawn.size() == 2);
+  CHECK(opens_at_spawn[1] - opens_at_spawn[0] == 1);  // the message's verification only
 }

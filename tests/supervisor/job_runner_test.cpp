@@ -236,3 +236,37 @@ TEST_CASE("a worker's last log lines leave out baton's own and come oldest first
   CHECK(worker_log_tail_lines(e, log, baton::test::abs_path("/s/jobs/b"), 5).empty());
   CHECK(worker_log_tail_lines(e, dir / "none.log", dir, 5).empty());
 }
+
+TEST_CASE("a checkpoint changed on disk after its save still fails the supervisor's check",
+          "[unit]") {
+  // The worker announces the digest of the bytes it wrote, without reading the file back; a
+  // disk (here a fault_env) that changes one byte behind its back is caught on the supervisor's
+  // side, which reads the file itself.
+  baton::os::mem_env mem;
+  baton::os::fault_env e(mem);
+  const fs::path dir = baton::test::abs_path("/jobs/a/checkpoints");  // absolute on Windows too
+  baton::protocol::checkpoint c;
+  c.metadata[baton::protocol::meta::job] = "a";
+  c.metadata[baton::protocol::meta::step] = "7";
+  c.tensors.push_back({"w", baton::protocol::dtype::f32, {2}, std::string(8, '\1')});
+  baton::protocol::checkpoint_store cs(e, dir, 2);
+  auto good = cs.save(c);
+  REQUIRE(good);
+  CHECK(verify_reported_checkpoint(mem, dir, good->path.string(), 7, good->digest, 1 << 20));
+
+  c.metadata[baton::protocol::meta::step] = "8";
+  e.call_at(
+      1,
+      [&](baton::os::fault_env::op, const fs::path& from) {
+        auto bytes = mem.read_file(from);
+        REQUIRE(bytes);
+        (*bytes)[bytes->size() - 3] ^= 0x40;
+        REQUIRE(mem.put(from, *bytes));
+      },
+      baton::os::fault_env::op::rename_file);
+  auto bad = cs.save(c);
+  REQUIRE(bad);
+  auto s = verify_reported_checkpoint(mem, dir, bad->path.string(), 8, bad->digest, 1 << 20);
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::Contains("digest mismatch"));
+}

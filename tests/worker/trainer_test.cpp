@@ -8,6 +8,7 @@
 #include <random>
 
 #include "os/mem_env.h"
+#include "protocol/digest.h"
 #include "worker/parallel.h"
 
 using namespace baton;
@@ -39,15 +40,17 @@ dataset data_for(const protocol::job_spec& s) {
   return load_dataset(e, *s.data, s.training->loss, s.model->layers.back().units).value();
 }
 
-std::unique_ptr<trainer> make(const protocol::job_spec& s, os::env& e) {
-  auto t = trainer::create(s, data_for(s), e);
+std::unique_ptr<trainer> make(const protocol::job_spec& s, os::env& e,
+                              initial_weights init = initial_weights::from_spec) {
+  auto t = trainer::create(s, data_for(s), e, init);
   REQUIRE(t);
   return std::move(*t);
 }
 
-std::unique_ptr<trainer> make(const protocol::job_spec& s) {
+std::unique_ptr<trainer> make(const protocol::job_spec& s,
+                              initial_weights init = initial_weights::from_spec) {
   os::mem_env e;
-  return make(s, e);
+  return make(s, e, init);
 }
 
 // Every tensor's bytes and every metadata value, as the file would hold them.
@@ -68,14 +71,15 @@ protocol::checkpoint round_trip(trainer& t) {
 }
 
 // Runs `s` to the end, cutting at `cuts` (ascending steps): each piece is a fresh trainer that
-// resumes from the previous piece's checkpoint after an encode/decode round trip.
+// resumes from the previous piece's checkpoint after an encode/decode round trip, made as a
+// resuming worker makes it (no initial weights: the restore brings them).
 std::map<std::string, std::string> run_in_pieces(const protocol::job_spec& s,
                                                  const std::vector<std::int64_t>& cuts) {
   auto t = make(s);
   for (std::int64_t cut : cuts) {
     while (t->step() < cut) t->run_step();
     const auto c = round_trip(*t);
-    t = make(s);
+    t = make(s, initial_weights::left_for_restore);
     REQUIRE(t->restore(c, "mem"));
     REQUIRE(t->step() == cut);
   }
@@ -488,4 +492,58 @@ TEST_CASE("trainer snapshot_view writes the snapshot's bytes and restores the sa
     resumed->run_step();
   }
   CHECK(contents(*resumed) == contents(*t));
+}
+
+TEST_CASE("a trainer made for a restore skips the initial weights and its first step is exact",
+          "[unit][trainer]") {
+  set_thread_count(1);
+  const auto s = small_spec();
+  // Fresh: Glorot, as before (not all zero).
+  auto fresh = make(s);
+  const auto kernel = [](trainer& t) { return t.snapshot().find("layers.0.kernel")->bytes; };
+  const std::string zeros(kernel(*fresh).size(), '\0');
+  CHECK(kernel(*fresh) != zeros);
+  CHECK(kernel(*fresh) == kernel(*make(s)));  // same seed, same draw
+  // For a restore: nothing drawn, and model.initial_weights is not even read (the env has no
+  // such file, which a fresh start would refuse).
+  auto with_file = s;
+  with_file.model->initial_weights = "/nowhere/weights.safetensors";
+  os::mem_env empty;
+  CHECK_FALSE(trainer::create(with_file, data_for(with_file), empty));
+  auto bare =
+      trainer::create(with_file, data_for(with_file), empty, initial_weights::left_for_restore);
+  REQUIRE(bare);
+  CHECK(kernel(**bare) == zeros);
+
+  // A resumed worker's first step, and every step after, as in the unbroken run.
+  for (int i = 0; i < 10; ++i) fresh->run_step();
+  const auto c = round_trip(*fresh);
+  auto resumed = make(s, initial_weights::left_for_restore);
+  REQUIRE(resumed->restore(c, "mem"));
+  CHECK(contents(*resumed) == contents(*fresh));
+  const auto a = fresh->run_step();
+  const auto b = resumed->run_step();
+  CHECK(a.batch_loss == b.batch_loss);
+  CHECK(contents(*resumed) == contents(*fresh));
+  while (!fresh->finished()) {
+    fresh->run_step();
+    resumed->run_step();
+  }
+  CHECK(contents(*resumed) == contents(*fresh));
+}
+
+TEST_CASE("the data fingerprint is the digest of both matrices' shapes and values end to end",
+          "[unit][trainer]") {
+  // As protocol/README.md defines it, so checkpoints written by older builds still resume.
+  const auto s = small_spec();
+  const dataset d = data_for(s);
+  std::string bytes;
+  for (const auto* m : {&d.x, &d.y}) {
+    const std::int64_t dims[2] = {m->rows(), m->cols()};
+    bytes.append(reinterpret_cast<const char*>(dims), sizeof dims);
+    bytes.append(reinterpret_cast<const char*>(m->data()),
+                 static_cast<std::size_t>(m->size()) * sizeof(float));
+  }
+  auto t = make(s);
+  CHECK(t->snapshot().metadata.at(trainer_meta::data_fingerprint) == protocol::xxh64_digest(bytes));
 }
