@@ -62,6 +62,9 @@ inline float fma_loop(std::int64_t iterations) {
   for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(k));
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
   for (std::int64_t i = 0; i < iterations; ++i) {
+    // Unrolled, so that the accumulators live in registers (a loop over k at -O2 keeps them in
+    // memory and measures store forwarding instead).
+#pragma GCC unroll 12
     for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
   }
   // Stored and summed by hand: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.
@@ -77,6 +80,9 @@ inline float fma_loop(std::int64_t iterations) {
   for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(1.0f + 0.01f * static_cast<float>(k));
   const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
   for (std::int64_t i = 0; i < iterations; ++i) {
+    // Unrolled, so that the accumulators live in registers (a loop over k at -O2 keeps them in
+    // memory and measures store forwarding instead).
+#pragma GCC unroll 12
     for (int k = 0; k < 12; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
   }
   alignas(32) float out[8];
@@ -90,6 +96,9 @@ inline float fma_loop(std::int64_t iterations) {
   float acc[12];
   for (int k = 0; k < 12; ++k) acc[k] = 1.0f + 0.01f * static_cast<float>(k);
   for (std::int64_t i = 0; i < iterations; ++i) {
+    // Unrolled, so that the accumulators live in registers (a loop over k at -O2 keeps them in
+    // memory and measures store forwarding instead).
+#pragma GCC unroll 12
     for (int k = 0; k < 12; ++k) acc[k] = acc[k] * 0.999999f + 1e-7f;
   }
   float sum = 0;
