@@ -126,7 +126,7 @@ def test_example_has_at_most_15_baton_lines():
 
 def test_recycled_by_memory_like_baton_and_still_bit_exact(tmp_path):
     """A fake supervisor with a soft limit: it samples the leaking worker's RSS every 10 ms and
-    sends a stop line once it grew by 24 MiB; each stopped worker's folder is sealed and the
+    sends a stop line once it grew by 12 MiB; each stopped worker's folder is sealed and the
     next one resumes from it. The end is bit-equal to an undisturbed run without the leak."""
     import threading
     params = {"epochs": 3, "samples": 512, "features": 8, "units": 1024, "batch_size": 16,
@@ -156,7 +156,7 @@ def test_recycled_by_memory_like_baton_and_still_bit_exact(tmp_path):
         def sample():
             while w.proc.poll() is None and not asked:
                 try:
-                    if rss_mib(w.proc.pid) > base + 24:
+                    if rss_mib(w.proc.pid) > base + 12:
                         w.send({"type": "stop"})
                         asked.append(True)
                 except (OSError, ValueError):
