@@ -163,44 +163,26 @@ class posix_env final : public env {
 
   result<std::unique_ptr<writable_file>> new_writable_file(
       const std::filesystem::path& path) override {
-    auto t = locate(path);
-    if (!t) return t.error();
     // Confined: no O_TRUNC before the entry is known to be a plain file of its own.
-    const int trunc = t->confined ? 0 : O_TRUNC;
-    const int fd = ::openat(t->dir, t->name.c_str(),
-                            O_WRONLY | O_CREAT | trunc | O_CLOEXEC | extra_open_flags(*t), 0644);
-    if (fd < 0) return open_error(path, errno);
-    fd_holder guard(fd);
-    if (t->confined) {
-      if (auto s = check_plain_file(fd, path); !s) return s.error();
-      if (::ftruncate(fd, 0) != 0) return errno_error("truncate", path, errno);
+    auto f = open_file(path, O_WRONLY | O_CREAT, O_TRUNC);
+    if (!f) return f.error();
+    if (f->confined && ::ftruncate(f->fd.get(), 0) != 0) {
+      return errno_error("truncate", path, errno);
     }
-    return std::unique_ptr<writable_file>(new posix_writable_file(path, guard.release()));
+    return std::unique_ptr<writable_file>(new posix_writable_file(path, f->fd.release()));
   }
 
   result<std::unique_ptr<writable_file>> new_appendable_file(
       const std::filesystem::path& path) override {
-    auto t = locate(path);
-    if (!t) return t.error();
-    const int fd = ::openat(t->dir, t->name.c_str(),
-                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | extra_open_flags(*t), 0644);
-    if (fd < 0) return open_error(path, errno);
-    fd_holder guard(fd);
-    if (t->confined) {
-      if (auto s = check_plain_file(fd, path); !s) return s.error();
-    }
-    return std::unique_ptr<writable_file>(new posix_writable_file(path, guard.release()));
+    auto f = open_file(path, O_WRONLY | O_CREAT | O_APPEND);
+    if (!f) return f.error();
+    return std::unique_ptr<writable_file>(new posix_writable_file(path, f->fd.release()));
   }
 
   result<std::string> read_file(const std::filesystem::path& path) override {
-    auto t = locate(path);
-    if (!t) return t.error();
-    const int fd = ::openat(t->dir, t->name.c_str(), O_RDONLY | O_CLOEXEC | extra_open_flags(*t));
-    if (fd < 0) return open_error(path, errno);
-    fd_holder guard(fd);
-    if (t->confined) {
-      if (auto s = check_plain_file(fd, path); !s) return s.error();
-    }
+    auto f = open_file(path, O_RDONLY);
+    if (!f) return f.error();
+    const int fd = f->fd.get();
     std::string out;
     struct stat st {};
     if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
@@ -219,18 +201,12 @@ class posix_env final : public env {
 
   result<std::unique_ptr<readable_file>> new_readable_file(
       const std::filesystem::path& path) override {
-    auto t = locate(path);
-    if (!t) return t.error();
-    const int fd = ::openat(t->dir, t->name.c_str(), O_RDONLY | O_CLOEXEC | extra_open_flags(*t));
-    if (fd < 0) return open_error(path, errno);
-    fd_holder guard(fd);
-    if (t->confined) {
-      if (auto s = check_plain_file(fd, path); !s) return s.error();
-    }
+    auto f = open_file(path, O_RDONLY);
+    if (!f) return f.error();
     struct stat st {};
-    if (::fstat(fd, &st) != 0) return errno_error("stat", path, errno);
+    if (::fstat(f->fd.get(), &st) != 0) return errno_error("stat", path, errno);
     return std::unique_ptr<readable_file>(new posix_readable_file(
-        path, guard.release(), static_cast<std::uint64_t>(st.st_size), st.st_uid));
+        path, f->fd.release(), static_cast<std::uint64_t>(st.st_size), st.st_uid));
   }
 
   result<std::unique_ptr<readable_file>> new_untrusted_readable_file(
@@ -496,6 +472,30 @@ class posix_env final : public env {
     }
     if (rest.empty()) return std::nullopt;
     return rest;
+  }
+
+  struct opened {
+    fd_holder fd;
+    bool confined = false;
+  };
+
+  // Every open of a file by path: located (confined below the root: the last component against
+  // its folder's descriptor, reached without following a link), opened with `flags` plus
+  // O_CLOEXEC and the confined flags, and, when confined, checked to be a plain file of one
+  // link. `unconfined_only` flags (O_TRUNC) apply only where that check is not needed first.
+  result<opened> open_file(const std::filesystem::path& path, int flags,
+                           int unconfined_only = 0) const {
+    auto t = locate(path);
+    if (!t) return t.error();
+    if (!t->confined) flags |= unconfined_only;
+    const int fd =
+        ::openat(t->dir, t->name.c_str(), flags | O_CLOEXEC | extra_open_flags(*t), 0644);
+    if (fd < 0) return open_error(path, errno);
+    opened out{fd_holder(fd), t->confined};
+    if (t->confined) {
+      if (auto s = check_plain_file(fd, path); !s) return s.error();
+    }
+    return out;
   }
 
   result<target> locate(const std::filesystem::path& path) const {
