@@ -340,8 +340,13 @@ TEST_CASE("history and metrics: a job's run is in its history file and in /metri
   CHECK_THAT(m.text,
              Catch::Contains("baton_job_worker_resident_memory_bytes{job_id=\"" + a + "\"}"));
 
-  REQUIRE(f.run_until([&] { return f.state(a) == "completed"; }));
-  // At rest: read back from the job folder through the env.
+  // At rest: read back from the job folder through the env. "completed" comes a moment before
+  // the runner is let go (the worker may not be reaped yet), and until then the history is still
+  // the runner's; `live` is null only once the job is at rest.
+  REQUIRE(f.run_until([&] {
+    const auto s = f.status(a);
+    return s.at("state") == "completed" && s.at("live").is_null();
+  }));
   auto h = f.call(history_call{a, 0});
   REQUIRE(h.status == 200);
   std::vector<std::string> kinds;
