@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,18 @@ std::uint32_t current_uid();
 
 // The gid of a named group; an error naming the group when it does not exist.
 result<std::uint32_t> find_group(const std::string& name);
+
+// A user's entry in the user database (passwd, NSS): what a login of that user gets as USER,
+// LOGNAME, HOME and SHELL.
+struct user_account {
+  std::string name;
+  std::string home;
+  std::string shell;
+};
+
+// The account of `uid`; unset when the database has none (the kernel takes any uid, and so does
+// baton). An error only when the lookup itself fails. Windows: always an error.
+result<std::optional<user_account>> find_user(std::uint32_t uid);
 
 // Gives `path` the group `gid` (the owner is unchanged).
 status set_file_group(const std::filesystem::path& path, std::uint32_t gid);

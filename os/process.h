@@ -54,7 +54,8 @@ struct process_credentials {
 };
 
 struct spawn_options {
-  // argv[0] is the program: a path, or a name looked up in the supervisor's PATH.
+  // argv[0] is the program: a path, or a name looked up in the PATH the process will have
+  // (a PATH in `env`, else the supervisor's).
   std::vector<std::string> argv;
   // Added to (or replacing same-named entries of) the supervisor's own environment.
   std::vector<std::pair<std::string, std::string>> env;

@@ -396,8 +396,11 @@ void add_submit_command(CLI::App& app, cli_context& ctx) {
     }
     *doc = std::move(*changed);
     // Relative paths in the job mean "next to the job file", wherever the daemon runs.
-    const json body = {{"spec", std::move(*doc)},
-                       {"base_dir", (ec ? fs::path(*config) : file).parent_path().string()}};
+    json body = {{"spec", std::move(*doc)},
+                 {"base_dir", (ec ? fs::path(*config) : file).parent_path().string()}};
+    // Ours, so that a worker that runs as us finds `python3` where our shell does (the daemon's
+    // PATH is a service manager's).
+    if (const auto path = os::get_env("PATH")) body["path"] = *path;
     const auto where = resolve_client_choice(o->socket);
     auto r = control_client::call(where.path, "POST", "/v1/jobs", body);
     if (!r) {

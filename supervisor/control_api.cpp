@@ -220,8 +220,9 @@ api_result<api_call> parse_submit(const api_request& request) {
   auto doc = parse_object_body(request);
   if (!doc) return doc.error();
   for (const auto& [key, value] : doc->items()) {
-    if (key != "spec" && key != "base_dir") {
-      return bad_request("unknown field '" + key + "' in request body (expected spec, base_dir)");
+    if (key != "spec" && key != "base_dir" && key != "path") {
+      return bad_request("unknown field '" + key +
+                         "' in request body (expected spec, base_dir, path)");
     }
   }
   const auto spec = doc->find("spec");
@@ -239,8 +240,24 @@ api_result<api_call> parse_submit(const api_request& request) {
   if (!std::filesystem::path(base_dir).is_absolute()) {
     return bad_request("field 'base_dir' must be an absolute path, got '" + base_dir + "'");
   }
+  std::optional<std::string> path;
+  if (const auto p = doc->find("path"); p != doc->end()) {
+    if (!p->is_string()) {
+      return bad_request("field 'path' must be a string, got " + std::string(json_type_name(*p)));
+    }
+    path = p->get<std::string>();
+    // A PATH a shell would accept: an environment entry, so no NUL, and of an environment's size.
+    if (path->find('\0') != std::string::npos) {
+      return bad_request("field 'path' must not contain a NUL byte (at byte " +
+                         std::to_string(path->find('\0')) + ")");
+    }
+    if (path->size() > max_submit_path_bytes) {
+      return bad_request("field 'path' is " + std::to_string(path->size()) +
+                         " bytes; at most " + std::to_string(max_submit_path_bytes));
+    }
+  }
   return submit_call{std::move(*spec), std::move(base_dir), request.peer_uid, request.peer_gid,
-                     request.peer_groups};
+                     request.peer_groups, std::move(path)};
 }
 
 api_result<api_call> parse_prune(const api_request& request) {

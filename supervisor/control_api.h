@@ -22,6 +22,9 @@ namespace baton::supervisor {
 inline constexpr std::size_t max_request_body_bytes = std::size_t{1} << 20;
 // Deepest JSON nesting accepted in any body: nlohmann has no limit of its own and dump() recurses.
 inline constexpr int max_json_depth = 64;
+// Longest submitter PATH accepted (a whole Linux environment page is 128 KiB; no shell's PATH
+// comes near this).
+inline constexpr std::size_t max_submit_path_bytes = 32 * 1024;
 
 struct api_request {
   std::string method;  // case-sensitive, as on the wire: "GET", "POST"
@@ -60,6 +63,10 @@ struct submit_call {
   // runs jobs as their submitters (jobs_run_as = "submitter").
   std::uint32_t peer_gid = 0;
   std::vector<std::uint32_t> peer_groups = {};
+  // The submitter's PATH ("path" in the body; `baton submit` sends its own): a worker that runs
+  // as its submitter (or as the daemon's user, submitted by that same user) gets it, and a bare
+  // worker.command is looked up in it, as the submitter's shell would.
+  std::optional<std::string> path = std::nullopt;
 };
 struct list_call {};  // GET /v1/jobs
 struct status_call {  // GET /v1/jobs/{id}

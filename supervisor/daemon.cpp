@@ -172,6 +172,18 @@ void daemon::impl::start_runner(const std::string& id) {
   }
   runner_options ro;
   ro.run_as = *run_as;
+  std::optional<os::user_account> account;
+  if (*run_as) {
+    auto found = os::find_user((*run_as)->uid);
+    if (found) {
+      account = std::move(*found);
+    } else {
+      log(log_level::warning, "job " + id + ": " + found.error().message +
+                                  "; its workers get HOME=" + store.job_dir(id).string());
+    }
+  }
+  ro.login_env = worker_login_env(j.record, *run_as, daemon_uid, account,
+                                  store.job_dir(id).string());
   ro.worker_exe = options.worker_exe;
   ro.max_checkpoint_bytes = static_cast<std::uint64_t>(options.settings.max_checkpoint_mib) << 20;
   ro.log.max_bytes = static_cast<std::uint64_t>(options.settings.log_max_mib) << 20;

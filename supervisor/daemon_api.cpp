@@ -96,7 +96,7 @@ api_response daemon::impl::on_call(const submit_call& c, const api_caller&) {
   }
   const bool as_submitter = options.settings.run_as == jobs_run_as::submitter;
   auto created = store.create(*spec, protocol::planned_total_steps(*spec), std::nullopt,
-                              job_owner{c.peer_uid, c.peer_gid, c.peer_groups}, as_submitter);
+                              job_owner{c.peer_uid, c.peer_gid, c.peer_groups, c.path}, as_submitter);
   if (!created) return error_response(500, "cannot create the job: " + created.error().message);
   const std::string id = created->id;
   auto& entry =

@@ -68,4 +68,25 @@ result<std::optional<os::process_credentials>> worker_credentials(const daemon_s
   return std::optional<os::process_credentials>(std::move(c));
 }
 
+env_entries worker_login_env(const job_record& r,
+                             const std::optional<os::process_credentials>& run_as,
+                             std::uint32_t daemon_uid,
+                             const std::optional<os::user_account>& account,
+                             const std::string& job_dir) {
+  env_entries out;
+  const auto path = r.owner ? r.owner->path : std::nullopt;
+  if (!run_as) {
+    if (path && job_owner_uid(r, daemon_uid) == daemon_uid) out.emplace_back("PATH", *path);
+    return out;
+  }
+  const std::string name = account && !account->name.empty() ? account->name
+                                                             : std::to_string(run_as->uid);
+  out.emplace_back("USER", name);
+  out.emplace_back("LOGNAME", name);
+  out.emplace_back("HOME", account && !account->home.empty() ? account->home : job_dir);
+  out.emplace_back("SHELL", account && !account->shell.empty() ? account->shell : "/bin/sh");
+  if (path) out.emplace_back("PATH", *path);
+  return out;
+}
+
 }  // namespace baton::supervisor

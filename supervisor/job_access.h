@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
+#include "os/peer_credentials.h"
 #include "os/process.h"
 #include "supervisor/control_api.h"
 #include "supervisor/daemon_settings.h"
@@ -49,5 +52,19 @@ status check_run_as_setting(const daemon_settings& settings, std::uint32_t daemo
 result<std::optional<os::process_credentials>> worker_credentials(const daemon_settings& settings,
                                                                   const job_record& r,
                                                                   std::uint32_t daemon_uid);
+
+// The environment a job's worker starts from, under the job's own worker.env: that of a login of
+// the user it runs as, so a trainer finds its ~/.cache, its config and its programs as in the
+// submitter's shell. A worker run as its submitter (`run_as` set) gets USER, LOGNAME, HOME and
+// SHELL from their `account` (with none, USER and LOGNAME are the uid, HOME the job's folder and
+// SHELL /bin/sh: never the daemon's) and the PATH their client sent, if any. A worker run as the
+// daemon's user gets the submitter's PATH only when that submitter is the daemon's user (the
+// per-user daemon), else nothing: it keeps the daemon's.
+using env_entries = std::vector<std::pair<std::string, std::string>>;
+env_entries worker_login_env(const job_record& r,
+                             const std::optional<os::process_credentials>& run_as,
+                             std::uint32_t daemon_uid,
+                             const std::optional<os::user_account>& account,
+                             const std::string& job_dir);
 
 }  // namespace baton::supervisor

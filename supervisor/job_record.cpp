@@ -195,6 +195,7 @@ nlohmann::json to_json(const job_record& r) {
   };
   if (r.owner) {
     out["owner"] = {{"uid", r.owner->uid}, {"gid", r.owner->gid}, {"groups", r.owner->groups}};
+    if (r.owner->path) out["owner"]["path"] = *r.owner->path;
   }
   return out;
 }
@@ -252,15 +253,19 @@ result<job_record> job_record_from_json(const nlohmann::json& j) {
     const auto uid = o.is_object() ? o.find("uid") : o.end();
     const auto gid = o.is_object() ? o.find("gid") : o.end();
     const auto groups = o.is_object() ? o.find("groups") : o.end();
+    const auto path = o.is_object() ? o.find("path") : o.end();
     if (!o.is_object() || uid == o.end() || gid == o.end() || groups == o.end() || !id_ok(*uid) ||
         !id_ok(*gid) || !groups->is_array() ||
         !std::all_of(groups->begin(), groups->end(), id_ok)) {
       rd.fail("owner: expected {\"uid\": N, \"gid\": N, \"groups\": [N, ...]}");
+    } else if (path != o.end() && !path->is_string()) {
+      rd.fail("owner.path: expected a string");
     } else {
       job_owner owner;
       owner.uid = uid->get<std::uint32_t>();
       owner.gid = gid->get<std::uint32_t>();
       for (const auto& g : *groups) owner.groups.push_back(g.get<std::uint32_t>());
+      if (path != o.end()) owner.path = path->get<std::string>();
       r.owner = std::move(owner);
     }
   }

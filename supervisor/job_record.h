@@ -91,6 +91,9 @@ struct job_owner {
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
   std::vector<std::uint32_t> groups;  // supplementary
+  // The submitter's PATH when their client sent it (control_api.h, submit_call::path): the
+  // workers' PATH whenever they run as this user.
+  std::optional<std::string> path = std::nullopt;
   friend bool operator==(const job_owner&, const job_owner&) = default;
 };
 

@@ -625,7 +625,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     shard.started_ms = unix_ms_now();
     os::spawn_options o;
     o.argv = inv.argv;
-    o.env = inv.env;
+    o.env = options.login_env;
+    o.env.insert(o.env.end(), inv.env.begin(), inv.env.end());
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
     // Never slower than the RSS samples: a sample pairs the RSS with the step last read, and

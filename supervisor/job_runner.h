@@ -85,6 +85,9 @@ struct runner_options {
   // Set (jobs_run_as = "submitter"): the user every worker of this job runs as, who also gets
   // each worker's staging folder. Unset: the supervisor's own user.
   std::optional<os::process_credentials> run_as;
+  // Each worker's environment before the job's own (BATON_*, worker.env): the login of the user
+  // it runs as (job_access.h, worker_login_env). Later entries win, as in os::spawn_options::env.
+  std::vector<std::pair<std::string, std::string>> login_env;
 };
 
 class job_runner {

@@ -1,4 +1,5 @@
 #include <grp.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -74,6 +75,28 @@ result<std::uint32_t> find_group(const std::string& name) {
   if (rc != 0) return make_error("cannot look up group '" + name + "': " + errno_text(rc));
   if (found == nullptr) return make_error("group '" + name + "' does not exist");
   return static_cast<std::uint32_t>(found->gr_gid);
+}
+
+result<std::optional<user_account>> find_user(std::uint32_t uid) {
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buffer(size > 0 ? static_cast<std::size_t>(size) : 16384);
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  int rc = 0;
+  while ((rc = ::getpwuid_r(static_cast<uid_t>(uid), &entry, buffer.data(), buffer.size(),
+                            &found)) == ERANGE) {
+    buffer.resize(buffer.size() * 2);
+  }
+  // getpwuid_r(3): "not found" may come back as 0 with no entry, or as one of these.
+  if (found == nullptr && (rc == 0 || rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM)) {
+    return std::optional<user_account>();
+  }
+  if (rc != 0) {
+    return make_error("cannot look up uid " + std::to_string(uid) + ": " + errno_text(rc));
+  }
+  return std::optional<user_account>(user_account{
+      found->pw_name ? found->pw_name : "", found->pw_dir ? found->pw_dir : "",
+      found->pw_shell ? found->pw_shell : ""});
 }
 
 status set_file_group(const std::filesystem::path& path, std::uint32_t gid) {

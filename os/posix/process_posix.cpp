@@ -204,11 +204,16 @@ struct child_setup {
   }
 };
 
-// execve does no PATH search; do it here, in the parent, with the supervisor's PATH.
-result<std::string> resolve_program(const std::string& name) {
+// execve does no PATH search; do it here, in the parent, with the PATH the child will have (as
+// `env PATH=... name` does): the job's, or its submitter's, else the supervisor's.
+result<std::string> resolve_program(const std::string& name,
+                                    const std::vector<std::pair<std::string, std::string>>& env) {
   if (name.empty()) return make_error("spawn: argv[0] is empty");
   if (name.find('/') != std::string::npos) return name;
   const char* path = std::getenv("PATH");
+  for (const auto& [key, value] : env) {
+    if (key == "PATH") path = value.c_str();
+  }
   std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   while (true) {
     const auto colon = dirs.find(':');
@@ -471,7 +476,7 @@ class posix_process final : public process::impl,
 result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options& options) {
   if (options.argv.empty()) return make_error("spawn: empty argv");
   const std::string& name = options.argv.front();
-  auto program = resolve_program(name);
+  auto program = resolve_program(name, options.env);
   if (!program) return program.error();
   if (!options.working_dir.empty()) {
     std::error_code fec;

@@ -17,6 +17,10 @@ result<std::uint32_t> find_group(const std::string& name) {
   return make_error("group \"" + name + "\": Unix groups do not exist on Windows");
 }
 
+result<std::optional<user_account>> find_user(std::uint32_t uid) {
+  return make_error("uid " + std::to_string(uid) + ": Unix accounts do not exist on Windows");
+}
+
 status set_file_group(const std::filesystem::path& path, std::uint32_t) {
   return make_error("set group of " + path.string() + ": not supported on Windows");
 }

@@ -81,7 +81,8 @@ std::wstring environment_block(const std::vector<std::pair<std::string, std::str
 // CreateProcessW does search PATH, but also the supervisor's own folder and the current one
 // first; resolve explicitly so the rule matches POSIX: a name with a separator is a path,
 // anything else is looked up in PATH (".exe" added when missing).
-result<std::wstring> resolve_program(const std::string& name) {
+result<std::wstring> resolve_program(const std::string& name,
+                                     const std::vector<std::pair<std::string, std::string>>& env) {
   if (name.empty()) return make_error("spawn: argv[0] is empty");
   const std::wstring wname = widen(name);
   if (wname.find_first_of(L"/\\:") != std::wstring::npos) {
@@ -89,10 +90,14 @@ result<std::wstring> resolve_program(const std::string& name) {
     if (attrs == INVALID_FILE_ATTRIBUTES) return os_error("spawn " + name);
     return wname;
   }
+  // The PATH the child will have (the job's), else the supervisor's, as on POSIX.
   std::wstring path_var(32767, L'\0');
   const DWORD n =
       ::GetEnvironmentVariableW(L"PATH", path_var.data(), static_cast<DWORD>(path_var.size()));
   path_var.resize(n < path_var.size() ? n : 0);
+  for (const auto& [key, value] : env) {
+    if (_stricmp(key.c_str(), "PATH") == 0) path_var = widen(value);
+  }
   std::wstring found(MAX_PATH * 4, L'\0');
   const DWORD len = ::SearchPathW(path_var.c_str(), wname.c_str(), L".exe",
                                   static_cast<DWORD>(found.size()), found.data(), nullptr);
@@ -342,7 +347,7 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
                       std::to_string(options.credentials->uid) +
                       ", jobs_run_as = \"submitter\") is not supported on Windows");
   }
-  auto program = resolve_program(name);
+  auto program = resolve_program(name, options.env);
   if (!program) return program.error();
   if (!options.working_dir.empty()) {
     std::error_code fec;

@@ -78,6 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           BATON_FUZZ_CHECK(c.spec.is_object(), "submit spec is not an object");
           BATON_FUZZ_CHECK(!c.base_dir.empty() && c.base_dir.front() == '/', c.base_dir);
           BATON_FUZZ_CHECK(c.peer_uid == req.peer_uid, "peer uid lost");
+          BATON_FUZZ_CHECK(!c.path || (c.path->find('\0') == std::string::npos &&
+                                       c.path->size() <= max_submit_path_bytes),
+                           "submit path with a NUL or over the limit accepted");
         } else if constexpr (std::is_same_v<T, list_call>) {
           BATON_FUZZ_CHECK(req.method == "GET" && path == "/v1/jobs", req.method + " " + path);
           BATON_FUZZ_CHECK(req.body.empty(), "GET with a body accepted");

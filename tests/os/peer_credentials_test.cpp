@@ -46,6 +46,20 @@ TEST_CASE("groups are found by name", "[unit][peer_credentials]") {
   CHECK(baton::os::current_uid() == ::geteuid());
 }
 
+TEST_CASE("users are found by uid, and a uid with no account is no error",
+          "[unit][peer_credentials]") {
+  auto root = baton::os::find_user(0);
+  REQUIRE(root);
+  REQUIRE(*root);
+  CHECK((*root)->name == "root");
+  CHECK((*root)->home == "/root");
+  CHECK_FALSE((*root)->shell.empty());
+  // Debian gives no account an id this high (useradd stops at 60000, nobody is 65534).
+  auto none = baton::os::find_user(4000000000u);
+  REQUIRE(none);
+  CHECK_FALSE(*none);
+}
+
 TEST_CASE("set_file_group changes a file's group and names the path on failure",
           "[unit][peer_credentials]") {
   const auto dir = fs::temp_directory_path() / "baton-peer-cred-test";

@@ -326,6 +326,35 @@ TEST_CASE("spawn failures are errors naming the program or folder", "[integratio
   REQUIRE_FALSE(r);
 }
 
+TEST_CASE("a bare program name is looked up in the PATH the child gets, not the supervisor's",
+          "[integration][process]") {
+  // A submitter's PATH (system mode) holds programs the daemon's does not: a user's own python.
+  const auto dir = scratch_dir("own-path");
+  const auto bin = dir / "bin";
+  fs::create_directories(bin);
+  const auto program = bin / "baton-test-only-here";
+  std::ofstream(program) << "#!/bin/sh\necho \"found as $0 with PATH=$PATH\"\n";
+  fs::permissions(program, fs::perms::owner_all);
+  boost::asio::io_context io;
+  baton::os::spawn_options opts;
+  opts.argv = {"baton-test-only-here"};
+  auto missing = baton::os::spawn(io, opts);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().message == "spawn baton-test-only-here: not found in PATH");
+
+  const std::string own_path = bin.string() + ":/usr/bin:/bin";
+  opts.env = {{"PATH", "/nonexistent"}, {"PATH", own_path}};  // the last one is the child's
+  auto p = baton::os::spawn(io, opts);
+  REQUIRE(p);
+  observed o;
+  watch(**p, o);
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  CHECK(o.status == exit_status::exited(0));
+  REQUIRE(o.lines.size() == 1);
+  CHECK(o.lines[0] == "found as " + program.string() + " with PATH=" + own_path);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("an over-long line is cut and reported, and reading goes on", "[integration][process]") {
   boost::asio::io_context io;
   auto p = python(io,

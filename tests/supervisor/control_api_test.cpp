@@ -57,7 +57,13 @@ TEST_CASE("every route parses into its call", "[unit][control_api]") {
     CHECK(s.peer_uid == 1000);
     CHECK(s.peer_gid == 100);
     CHECK(s.peer_groups == std::vector<std::uint32_t>{27, 44});
+    CHECK_FALSE(s.path);
     CHECK(call_name(*r) == "submit");
+    auto with_path = parse("POST", "/v1/jobs",
+                           R"({"spec": {}, "base_dir": ")" + home_jobs +
+                               R"(", "path": "/home/a/.pyenv/shims:/usr/bin"})");
+    REQUIRE(with_path.has_value());
+    CHECK(std::get<submit_call>(*with_path).path == "/home/a/.pyenv/shims:/usr/bin");
   }
   SECTION("status") {
     auto r = parse("GET", "/v1/jobs/mnist-2");
@@ -215,7 +221,15 @@ TEST_CASE("submit bodies are validated field by field", "[unit][control_api]") {
   check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "jobs"})"), 400,
               "field 'base_dir' must be an absolute path, got 'jobs'");
   check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "/a", "prio": 1})"), 400,
-              "unknown field 'prio' in request body (expected spec, base_dir)");
+              "unknown field 'prio' in request body (expected spec, base_dir, path)");
+  check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "/a", "path": ["/bin"]})"),
+              400, "field 'path' must be a string, got an array");
+  check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "/a", "path": "/bin\u0000x"})"),
+              400, "field 'path' must not contain a NUL byte (at byte 4)");
+  check_error(parse("POST", "/v1/jobs",
+                    R"({"spec": {}, "base_dir": "/a", "path": ")" + std::string(32769, 'p') +
+                        R"("})"),
+              400, "field 'path' is 32769 bytes; at most 32768");
 }
 
 TEST_CASE("malformed JSON is reported with its byte offset", "[unit][control_api]") {

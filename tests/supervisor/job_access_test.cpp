@@ -105,3 +105,37 @@ TEST_CASE("a job that would run as root in submitter mode is refused unless allo
   REQUIRE(*allowed);
   CHECK((*allowed)->uid == 0);
 }
+
+TEST_CASE("a worker run as its submitter starts from their login's environment, not the daemon's",
+          "[unit][job_access]") {
+  auto r = owned_by(1001);
+  r.owner->path = "/home/alice/.pyenv/shims:/usr/bin";
+  const auto run_as = baton::os::process_credentials{1001, 100, {27, 44}};
+  const baton::os::user_account alice{"alice", "/home/alice", "/bin/zsh"};
+  CHECK(worker_login_env(r, run_as, 0, alice, "/var/lib/baton/jobs/mnist-1") ==
+        env_entries{{"USER", "alice"},
+                    {"LOGNAME", "alice"},
+                    {"HOME", "/home/alice"},
+                    {"SHELL", "/bin/zsh"},
+                    {"PATH", "/home/alice/.pyenv/shims:/usr/bin"}});
+  // A uid with no account (the kernel takes any): never root's HOME, and no PATH was sent.
+  r.owner->path.reset();
+  CHECK(worker_login_env(r, run_as, 0, std::nullopt, "/var/lib/baton/jobs/mnist-1") ==
+        env_entries{{"USER", "1001"},
+                    {"LOGNAME", "1001"},
+                    {"HOME", "/var/lib/baton/jobs/mnist-1"},
+                    {"SHELL", "/bin/sh"}});
+}
+
+TEST_CASE("a worker run as the daemon's user gets the submitter's PATH only from that same user",
+          "[unit][job_access]") {
+  auto r = owned_by(1001);
+  r.owner->path = "/home/alice/bin:/usr/bin";
+  // The per-user daemon: the submitter is the daemon's user, whose shell PATH the unit lacks.
+  CHECK(worker_login_env(r, std::nullopt, 1001, std::nullopt, "/jobs/mnist-1") ==
+        env_entries{{"PATH", "/home/alice/bin:/usr/bin"}});
+  // A shared daemon running jobs as itself: a member's PATH may name what its user cannot run.
+  CHECK(worker_login_env(r, std::nullopt, 999, std::nullopt, "/jobs/mnist-1").empty());
+  job_record old;  // no owner, no PATH
+  CHECK(worker_login_env(old, std::nullopt, 999, std::nullopt, "/jobs/x").empty());
+}

@@ -148,6 +148,12 @@ TEST_CASE("a job's owner survives the round trip and a record from before owners
   REQUIRE(back);
   REQUIRE(back->owner);
   CHECK(*back->owner == job_owner{1001, 100, {27, 44}});
+  CHECK_FALSE(back->owner->path);
+
+  r.owner->path = "/home/a/.local/bin:/usr/bin";
+  auto with_path = job_record_from_json(nlohmann::json::parse(to_json(r).dump()));
+  REQUIRE(with_path);
+  CHECK(with_path->owner->path == "/home/a/.local/bin:/usr/bin");
 
   auto old = to_json(sample_record());
   CHECK_FALSE(old.contains("owner"));
@@ -170,4 +176,8 @@ TEST_CASE("a malformed owner is an error naming the field", "[unit][job_record]"
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::StartsWith("job record: owner: expected"));
   }
+  j["owner"] = {{"uid", 1}, {"gid", 1}, {"groups", nlohmann::json::array()}, {"path", 7}};
+  auto r = job_record_from_json(j);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "job record: owner.path: expected a string");
 }
