@@ -45,6 +45,9 @@ TEST_CASE("the packaged default settings pass baton serve's validation", "[integ
   CHECK(s->state_dir == "/var/lib/baton");
   CHECK(s->socket == "/run/baton/baton.sock");
   CHECK(s->socket_group == std::optional<std::string>("baton"));
+  // As Slurm and HTCondor: each job runs as the user who submitted it (the unit runs as root).
+  CHECK(s->run_as == baton::supervisor::jobs_run_as::submitter);
+  CHECK_FALSE(s->allow_root_jobs);
   const auto unit = read_text(fs::path(BATON_SOURCE_DIR) / "deploy/systemd/baton.service");
   CHECK(contains(unit, "--settings /etc/baton/settings.json"));
   CHECK(contains(unit, "--state-dir /var/lib/baton --socket /run/baton/baton.sock"));

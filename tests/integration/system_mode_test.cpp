@@ -1,14 +1,17 @@
-// System mode with real processes (issue 14): a daemon running as root with jobs_run_as =
-// "submitter" and the packaged settings' shape (a socket group both users belong to). Two users
-// made for the test submit jobs through the socket; each worker reports its own uid, gid and
-// groups, each job folder must be its user's, and one user must get 403 on the other's job. A
+// System mode with real processes (issue 14): a daemon running as root with the packaged settings
+// (jobs_run_as = "submitter"; a socket group both users belong to stands in for `baton`). Two
+// users made for the test submit jobs through the socket; each worker reports its own uid, gid,
+// groups and login environment (USER, HOME, the client's PATH, where a bare program name is
+// looked up), each job folder must be its user's, and one user must get 403 on the other's job. A
 // job submitted by root is refused, and a worker that tries to become root, or plants links
 // where the daemon appends and removes, must get nowhere. Needs root (as in CI): skipped
 // otherwise, since only root can start a worker as another user.
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -28,11 +31,12 @@ namespace {
 const std::string worker_script =
     std::string(BATON_SOURCE_DIR) + "/tests/integration/workers/identity_worker.py";
 
-json identity_job(const std::string& name, const json& extra_params = json::object()) {
+json identity_job(const std::string& name, const json& extra_params = json::object(),
+                  const std::string& program = python()) {
   json params = {{"total_steps", 3}};
   params.update(extra_params);
   return {{"name", name},
-          {"worker", {{"command", {python(), worker_script}}}},
+          {"worker", {{"command", {program, worker_script}}}},
           {"shard", {{"steps", 10}}},
           {"memory", {{"poll_ms", 50}}},
           {"restart", {{"max_failures", 1}, {"backoff_initial_ms", 100}, {"backoff_max_ms", 100}}},
@@ -89,11 +93,14 @@ TEST_CASE(
                             fs::perms::group_read | fs::perms::group_exec);
   const auto daemon_dir = top / "daemon";
   fs::create_directories(daemon_dir);
+  // The packaged settings, with the test's socket group for the package's `baton` group (the
+  // command line gives the state folder and the socket, as the packaged unit's does).
+  json packaged = json::parse(read_text(fs::path(BATON_SOURCE_DIR) / "deploy/settings.json"));
+  REQUIRE(packaged.at("jobs_run_as") == "submitter");
+  REQUIRE(packaged.at("socket_group") == "baton");
+  packaged["socket_group"] = socket_group.name();
   const auto settings = daemon_dir / "settings.json";
-  std::ofstream(settings) << json{
-      {"socket_group", socket_group.name()},
-      {"jobs_run_as", "submitter"},
-      {"max_workers", 2}}.dump();
+  std::ofstream(settings) << packaged.dump();
   daemon_process d(daemon_dir, {"--settings", settings.string()});
   const auto sock = d.socket().string();
   const auto state = daemon_dir / "state" / "jobs";
@@ -104,7 +111,22 @@ TEST_CASE(
     REQUIRE(r.code == 0);
     return trim(r.out);
   };
-  const auto a = submit_as(alice, write_job(jobs, "alice", identity_job("alice")).string());
+  // Alice's python is on her PATH only (a ~/.local/bin or pyenv shim): her job names it bare.
+  const auto alice_bin = top / "alice-bin";
+  fs::create_directories(alice_bin);
+  const std::string own_python = "baton-test-python-" + std::to_string(::getpid());
+  fs::create_symlink(python(), alice_bin / own_python);
+  const std::string test_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  const std::string alice_path = alice_bin.string() + ":" + test_path;
+  auto alice_submit = run_baton_as(
+      alice.credentials(),
+      {"submit",
+       write_job(jobs, "alice", identity_job("alice", json::object(), own_python)).string(),
+       "--socket", sock},
+      {{"PATH", alice_path}});
+  INFO(alice_submit.err);
+  REQUIRE(alice_submit.code == 0);
+  const auto a = trim(alice_submit.out);
   const auto b = submit_as(bob, write_job(jobs, "bob", identity_job("bob")).string());
   // At rest: completed, failed or cancelled.
   const auto done = [](const json& s) {
@@ -121,6 +143,8 @@ TEST_CASE(
       INFO(me.dump());
       CHECK(me.at("uid") == u->uid());
       CHECK(me.at("euid") == u->uid());
+      // The bare name was looked up in alice's PATH, where root's finds nothing.
+      if (u == &alice) CHECK(me.at("executable") == (alice_bin / own_python).string());
       CHECK(me.at("gid") == u->gid());
       CHECK(me.at("egid") == u->gid());
       auto groups = std::vector<std::uint32_t>{u->gid(), socket_group.gid()};
@@ -137,6 +161,16 @@ TEST_CASE(
       CHECK(folder.gid == u->gid());
       CHECK(folder.mode == 0700);
       CHECK(lstat_of(state / id / "checkpoints").uid == u->uid());
+      // A login's environment, not root's: the account's names and home, the client's PATH.
+      const auto& env = me.at("env");
+      const passwd* pw = ::getpwuid(u->uid());
+      const std::string name = pw ? pw->pw_name : std::to_string(u->uid());
+      CHECK(env.at("USER") == name);
+      CHECK(env.at("LOGNAME") == name);
+      CHECK(env.at("HOME") == (pw ? std::string(pw->pw_dir) : (state / id).string()));
+      CHECK(env.at("SHELL") == (pw && *pw->pw_shell ? std::string(pw->pw_shell) : "/bin/sh"));
+      CHECK(env.at("PATH") == (u == &alice ? alice_path : test_path));
+      CHECK(d.status(id).at("owner").at("path") == env.at("PATH"));
       // The daemon's own files stay the daemon's.
       CHECK(lstat_of(state / id / "record.0.json").uid == 0);
       CHECK(d.status(id).at("owner").at("uid") == u->uid());

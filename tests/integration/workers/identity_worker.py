@@ -1,6 +1,7 @@
 """A command worker for the system-mode tests: it reports who it runs as, from the worker itself.
 
-It writes {"uid", "euid", "gid", "egid", "groups"} to identity.json in BATON_JOB_DIR, then runs
+It writes {"uid", "euid", "gid", "egid", "groups", "env"} to identity.json in BATON_JOB_DIR (env:
+the USER, LOGNAME, HOME, SHELL and PATH it was given, and the program it runs as), then runs
 params.total_steps steps with one checkpoint at the end, as chatty_worker.py does. With
 params.hostile (a file and a folder only root may touch) its first run tries to get at them:
 setuid(0), a direct open, and links planted where the daemon (root) later appends, writes and
@@ -55,7 +56,9 @@ def main():
     job_dir = os.environ["BATON_JOB_DIR"]
     send({"type": "hello", "protocol": 1, "pid": os.getpid(), "worker": "identity 1.0"})
     me = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "egid": os.getegid(),
-          "groups": sorted(os.getgroups())}
+          "groups": sorted(os.getgroups()),
+          "env": {k: os.environ.get(k) for k in ("USER", "LOGNAME", "HOME", "SHELL", "PATH")},
+          "executable": sys.executable}
     marker = os.path.join(job_dir, "planted")
     if "hostile" in params and not os.path.exists(marker):
         me["hostile"] = attack(job_dir, params["hostile"])
