@@ -15,6 +15,18 @@
 
 namespace baton::os {
 
+// The next multiple of `period` on the steady clock after `now`: the shared tick of the
+// supervisor's periodic work (parked readers here, the job runner's RSS samples), so that
+// everything due on one tick is served in one wakeup.
+inline std::chrono::steady_clock::time_point next_tick(std::chrono::steady_clock::time_point now,
+                                                       std::chrono::milliseconds period) {
+  using clock = std::chrono::steady_clock;
+  if (period.count() <= 0) return now;
+  const auto since_epoch =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch());
+  return clock::time_point(period * (since_epoch / period + 1));
+}
+
 // A read that brought less than this parks a paced reader until the next tick; a bigger one
 // means a chatty worker, read again at once so that its pipe never fills.
 inline constexpr std::size_t pace_below_bytes = 16 * 1024;
@@ -33,10 +45,7 @@ class read_parking {
   template <class Resume>
   void park(keep_alive owner, Resume resume) {
     parked_ = true;
-    using clock = std::chrono::steady_clock;
-    const auto since_epoch =
-        std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch());
-    timer_.expires_at(clock::time_point(pace_ * (since_epoch / pace_ + 1)));
+    timer_.expires_at(next_tick(std::chrono::steady_clock::now(), pace_));
     timer_.async_wait([this, owner = std::move(owner), resume = std::move(resume)](
                           const boost::system::error_code&) mutable noexcept {
       if (!parked_) return;  // woken or stopped meanwhile

@@ -252,12 +252,12 @@ api_result<api_call> parse_submit(const api_request& request) {
                          std::to_string(path->find('\0')) + ")");
     }
     if (path->size() > max_submit_path_bytes) {
-      return bad_request("field 'path' is " + std::to_string(path->size()) +
-                         " bytes; at most " + std::to_string(max_submit_path_bytes));
+      return bad_request("field 'path' is " + std::to_string(path->size()) + " bytes; at most " +
+                         std::to_string(max_submit_path_bytes));
     }
   }
-  return submit_call{std::move(*spec), std::move(base_dir), request.peer_uid, request.peer_gid,
-                     request.peer_groups, std::move(path)};
+  return submit_call{std::move(*spec), std::move(base_dir), request.peer_uid,
+                     request.peer_gid, request.peer_groups, std::move(path)};
 }
 
 api_result<api_call> parse_prune(const api_request& request) {

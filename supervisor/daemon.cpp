@@ -182,8 +182,8 @@ void daemon::impl::start_runner(const std::string& id) {
                                   "; its workers get HOME=" + store.job_dir(id).string());
     }
   }
-  ro.login_env = worker_login_env(j.record, *run_as, daemon_uid, account,
-                                  store.job_dir(id).string());
+  ro.login_env =
+      worker_login_env(j.record, *run_as, daemon_uid, account, store.job_dir(id).string());
   ro.worker_exe = options.worker_exe;
   ro.max_checkpoint_bytes = static_cast<std::uint64_t>(options.settings.max_checkpoint_mib) << 20;
   ro.log.max_bytes = static_cast<std::uint64_t>(options.settings.log_max_mib) << 20;

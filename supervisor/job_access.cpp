@@ -79,8 +79,8 @@ env_entries worker_login_env(const job_record& r,
     if (path && job_owner_uid(r, daemon_uid) == daemon_uid) out.emplace_back("PATH", *path);
     return out;
   }
-  const std::string name = account && !account->name.empty() ? account->name
-                                                             : std::to_string(run_as->uid);
+  const std::string name =
+      account && !account->name.empty() ? account->name : std::to_string(run_as->uid);
   out.emplace_back("USER", name);
   out.emplace_back("LOGNAME", name);
   out.emplace_back("HOME", account && !account->home.empty() ? account->home : job_dir);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <variant>
 
+#include "os/read_parking.h"
 #include "protocol/checkpoint.h"
 #include "protocol/checkpoint_folder.h"
 #include "protocol/checkpoint_store.h"
@@ -1043,11 +1044,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     // On the next multiple of poll_ms of the steady clock, not poll_ms from now: every job with
     // the same poll interval then samples on the same tick, which the io_context serves in one
     // wakeup (the daemon's CPU is mostly wakeups: 8 jobs at 4 Hz were 32 a second, now 4).
-    using clock = std::chrono::steady_clock;
     const auto poll = std::chrono::milliseconds(std::max<std::int64_t>(1, spec.memory.poll_ms));
-    const auto since_epoch = clock::now().time_since_epoch();
-    const auto ticks = std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch) / poll;
-    rss_timer.expires_at(clock::time_point(poll * (ticks + 1)));
+    rss_timer.expires_at(os::next_tick(std::chrono::steady_clock::now(), poll));
     rss_timer.async_wait([self = shared_from_this(), gen](const boost::system::error_code& ec) {
       if (ec || self->closed || gen != self->worker_gen || !self->worker) return;
       self->sample_rss();

@@ -94,9 +94,9 @@ result<std::optional<user_account>> find_user(std::uint32_t uid) {
   if (rc != 0) {
     return make_error("cannot look up uid " + std::to_string(uid) + ": " + errno_text(rc));
   }
-  return std::optional<user_account>(user_account{
-      found->pw_name ? found->pw_name : "", found->pw_dir ? found->pw_dir : "",
-      found->pw_shell ? found->pw_shell : ""});
+  return std::optional<user_account>(user_account{found->pw_name ? found->pw_name : "",
+                                                  found->pw_dir ? found->pw_dir : "",
+                                                  found->pw_shell ? found->pw_shell : ""});
 }
 
 status set_file_group(const std::filesystem::path& path, std::uint32_t gid) {

@@ -26,9 +26,9 @@ fs::path scratch(const std::string& name) {
 }
 
 // The worker: says hello, starts a SIGTERM-ignoring child in its group and a double-forked
-// setsid() grandchild (both record their pids in argv[1]/pids), then grows past the hard limit
-// and waits to be killed. It never checkpoints, so every attempt is a hard kill without
-// progress and the job fails after restart.max_failures of them.
+// setsid() grandchild (both record their pids in argv[1]/pids), waits until the grandchild has,
+// then grows past the hard limit and waits to be killed. It never checkpoints, so every attempt is
+// a hard kill without progress and the job fails after restart.max_failures of them.
 constexpr const char* worker_script = R"PY(
 import json, os, signal, sys, time
 pids = os.path.join(sys.argv[1], "pids")
@@ -61,7 +61,14 @@ if os.fork() == 0:
             time.sleep(1)
     while True:
         time.sleep(1)
-time.sleep(0.3)
+# Not a fixed sleep: on a loaded machine the escapee may take longer to note itself, and a hard
+# kill before it has would leave the test without its pid.
+def count(kind):
+    with open(pids) as f:
+        return sum(1 for line in f if line.startswith(kind + " "))
+deadline = time.time() + 30
+while count("escapee") < count("worker") and time.time() < deadline:
+    time.sleep(0.02)
 hog = bytearray(200 << 20)
 for i in range(0, len(hog), 4096):
     hog[i] = 1
@@ -94,9 +101,9 @@ TEST_CASE("no descendant of a killed worker outlives the supervisor's kill",
   job.erase("debug");
   std::ofstream(dir / "job.json") << job.dump(2);
 
-  auto r = baton::test::run_process({BATON_EXE, "run", (dir / "job.json").string(),
-                                        "--state-dir", (dir / "state").string(), "--json"},
-                                       {}, dir / "baton.stderr", 90s);
+  auto r = baton::test::run_process({BATON_EXE, "run", (dir / "job.json").string(), "--state-dir",
+                                     (dir / "state").string(), "--json"},
+                                    {}, dir / "baton.stderr", 90s);
   REQUIRE_FALSE(r.timed_out);
   INFO(r.out);
   const auto summary = json::parse(r.out);
