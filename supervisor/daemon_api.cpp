@@ -58,11 +58,7 @@ nlohmann::json daemon::impl::status_of(const job_entry& j) {
     hard = j.spec->memory.hard_limit_mib;
   }
   // A failed or crashed job's last log lines: a bounded read (8 KiB) of its log.
-  log_view log_of{store.log_path(r.id).string(), {}};
-  if (shows_log_tail(r)) {
-    log_of.tail =
-        worker_log_tail_lines(e, store.log_path(r.id), store.job_dir(r.id), crash_tail_lines);
-  }
+  const auto log_of = worker_log_view(e, store, r);
   json out = job_status_json(r, j.runner ? &j.runner->live() : nullptr, soft, hard, &log_of);
   // What holds this job's workers (cgroup, or the process-group fallback: escapees may leave).
   out["containment"] = containment.mode;
@@ -95,8 +91,9 @@ api_response daemon::impl::on_call(const submit_call& c, const api_caller&) {
     return invalid_spec(s.error().message);
   }
   const bool as_submitter = options.settings.run_as == jobs_run_as::submitter;
-  auto created = store.create(*spec, protocol::planned_total_steps(*spec), std::nullopt,
-                              job_owner{c.peer_uid, c.peer_gid, c.peer_groups, c.path}, as_submitter);
+  auto created =
+      store.create(*spec, protocol::planned_total_steps(*spec), std::nullopt,
+                   job_owner{c.peer_uid, c.peer_gid, c.peer_groups, c.path}, as_submitter);
   if (!created) return error_response(500, "cannot create the job: " + created.error().message);
   const std::string id = created->id;
   auto& entry =

@@ -48,6 +48,15 @@ void add_leak_fields(json& doc, const job_record& r) {
   }
 }
 
+log_view worker_log_view(os::env& e, const job_store& store, const job_record& r) {
+  log_view out{store.log_path(r.id).string(), {}};
+  if (shows_log_tail(r)) {
+    out.tail =
+        worker_log_tail_lines(e, store.log_path(r.id), store.job_dir(r.id), crash_tail_lines);
+  }
+  return out;
+}
+
 void add_log_fields(json& doc, const log_view& log) {
   doc["log_path"] = log.path;
   doc["log_tail"] = log.tail.empty() ? json(nullptr) : json(log.tail);

@@ -32,6 +32,10 @@ struct log_view {
 // failed): its last log lines are what the user reads next.
 bool shows_log_tail(const job_record& r);
 
+// The log_view of job `r` in `store`: always the path, and the last crash_tail_lines lines when
+// shows_log_tail(r). `baton status` (through the daemon) and `baton run` both show this.
+log_view worker_log_view(os::env& e, const job_store& store, const job_record& r);
+
 // Adds the job's leak (job_leak) to a job document: `leak_bytes_per_step`,
 // `leak_ci95_bytes_per_step`, `leak_workers`, and `leak_note` saying why when there is none.
 // Status and `run --json` both write it through here, so the two cannot drift apart.

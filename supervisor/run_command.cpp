@@ -84,8 +84,8 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
   }
 
   // Absolute, like the worker: workers run in the job's folder and are handed paths in it.
-  job_store store(e, o.state_dir.empty() ? os::default_state_dir()
-                                         : fs::absolute(fs::path(o.state_dir)));
+  job_store store(
+      e, o.state_dir.empty() ? os::default_state_dir() : fs::absolute(fs::path(o.state_dir)));
   if (auto s = store.open(); !s) {
     ctx.err << s.error().message << "\n";
     return exit_failure;
@@ -267,11 +267,7 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
   if (http) http->stop();
   runner.reset();  // a worker still running after a second Ctrl-C is killed here
   if (tty) ctx.out << "\r\033[K";
-  log_view log_info{store.log_path(id).string(), {}};
-  if (shows_log_tail(final_record)) {
-    log_info.tail =
-        worker_log_tail_lines(e, store.log_path(id), store.job_dir(id), crash_tail_lines);
-  }
+  const auto log_info = worker_log_view(e, store, final_record);
   if (o.json) {
     ctx.out << summary_json(final_record, wall, &log_info).dump(2) << "\n";
   } else {

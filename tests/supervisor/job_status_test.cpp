@@ -2,6 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "os/mem_env.h"
+#include "supervisor/job_log_writer.h"
+#include "support/test_paths.h"
+
 using namespace baton::supervisor;
 
 TEST_CASE("status JSON adds live progress, limits, peak RSS and the leak rate",
@@ -102,4 +106,32 @@ TEST_CASE("a failed or crashed job's status carries its log's path and last line
   j = job_status_json(r, nullptr, std::nullopt, std::nullopt, &quiet);
   CHECK(j.at("log_tail").is_null());
   CHECK_FALSE(job_status_json(r, nullptr, std::nullopt, std::nullopt).contains("log_tail"));
+}
+
+TEST_CASE("worker_log_view: the log's path always, its last lines only when they explain a failure",
+          "[unit][job_status]") {
+  baton::os::mem_env e;
+  const auto state = baton::test::abs_path("/s");
+  job_store store(e, state);
+  job_record r;
+  r.id = "j-1";
+  REQUIRE(e.create_dirs(store.job_dir(r.id)));
+  {
+    job_log_writer w(e, store.log_path(r.id));
+    for (const char* line : {"[baton] worker 7 started at step 0",
+                             "Traceback (most recent call "
+                             "last):",
+                             "ValueError: boom", "[baton] worker 7 ended: crashed"}) {
+      REQUIRE(w.add_line(line));
+    }
+  }
+  r.state = job_state::failed;
+  auto v = worker_log_view(e, store, r);
+  CHECK(v.path == store.log_path(r.id).string());
+  CHECK(v.tail ==
+        std::vector<std::string>{"Traceback (most recent call last):", "ValueError: boom"});
+  r.state = job_state::completed;
+  v = worker_log_view(e, store, r);
+  CHECK(v.path == store.log_path(r.id).string());
+  CHECK(v.tail.empty());
 }
