@@ -3,6 +3,7 @@
 // same rows over the socket and expect the same answers. Rows are data only; no I/O here.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -117,7 +118,9 @@ inline std::vector<bad_api_request> bad_api_requests() {
        "request body must be a JSON object, got a string"},
       {"unknown field", "POST", "/v1/jobs", "{" + spec + R"(, "base_dir": "/a", "user": 0})", 400,
        "unknown field 'user' in request body (expected spec, base_dir, path)"},
-      {"path not a string", "POST", "/v1/jobs", "{" + spec + R"(, "base_dir": "/a", "path": 1})",
+      {"path not a string", "POST", "/v1/jobs",
+       "{" + spec + R"(, "base_dir": ")" + std::filesystem::absolute("/a").generic_string() +
+           R"(", "path": 1})",
        400, "field 'path' must be a string, got a number"},
       {"missing spec", "POST", "/v1/jobs", R"({"base_dir": "/a"})", 400, "missing field 'spec'"},
       {"spec not an object", "POST", "/v1/jobs", R"({"spec": "job.json", "base_dir": "/a"})", 400,

@@ -222,14 +222,16 @@ TEST_CASE("submit bodies are validated field by field", "[unit][control_api]") {
               "field 'base_dir' must be an absolute path, got 'jobs'");
   check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "/a", "prio": 1})"), 400,
               "unknown field 'prio' in request body (expected spec, base_dir, path)");
-  check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "/a", "path": ["/bin"]})"), 400,
-              "field 'path' must be a string, got an array");
-  check_error(parse("POST", "/v1/jobs", R"({"spec": {}, "base_dir": "/a", "path": "/bin\u0000x"})"),
+  check_error(parse("POST", "/v1/jobs",
+                    R"({"spec": {}, "base_dir": ")" + dir_a + R"(", "path": ["/bin"]})"),
+              400, "field 'path' must be a string, got an array");
+  check_error(parse("POST", "/v1/jobs",
+                    R"({"spec": {}, "base_dir": ")" + dir_a + R"(", "path": "/bin\u0000x"})"),
               400, "field 'path' must not contain a NUL byte (at byte 4)");
-  check_error(
-      parse("POST", "/v1/jobs",
-            R"({"spec": {}, "base_dir": "/a", "path": ")" + std::string(32769, 'p') + R"("})"),
-      400, "field 'path' is 32769 bytes; at most 32768");
+  check_error(parse("POST", "/v1/jobs",
+                    R"({"spec": {}, "base_dir": ")" + dir_a + R"(", "path": ")" +
+                        std::string(32769, 'p') + R"("})"),
+              400, "field 'path' is 32769 bytes; at most 32768");
 }
 
 TEST_CASE("malformed JSON is reported with its byte offset", "[unit][control_api]") {
