@@ -1,8 +1,9 @@
 // Who is on the other end of a local socket, and the user/group facts needed to decide whether
 // to talk to them: the control server asks the kernel for a connected peer's identity (SO_PEERCRED
 // and SO_PEERGROUPS on Linux) rather than trusting anything the peer says. Also the few calls
-// that give the control socket file its group. Windows has none of this (and wine cannot open
-// AF_UNIX sockets): there the control API uses loopback TCP and a bearer token instead.
+// that give the control socket file its group, and the user-database lookup that gives a worker
+// run as its submitter that user's login (find_user). Windows has none of this (and wine cannot
+// open AF_UNIX sockets): there the control API uses loopback TCP and a bearer token instead.
 // Implementations: os/posix/peer_credentials_posix.cpp, os/windows/peer_credentials_windows.cpp.
 #pragma once
 

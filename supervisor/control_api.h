@@ -22,8 +22,8 @@ namespace baton::supervisor {
 inline constexpr std::size_t max_request_body_bytes = std::size_t{1} << 20;
 // Deepest JSON nesting accepted in any body: nlohmann has no limit of its own and dump() recurses.
 inline constexpr int max_json_depth = 64;
-// Longest submitter PATH accepted (a whole Linux environment page is 128 KiB; no shell's PATH
-// comes near this).
+// Longest submitter PATH accepted (Linux takes one environment string of up to 128 KiB,
+// MAX_ARG_STRLEN; no shell's PATH comes near this).
 inline constexpr std::size_t max_submit_path_bytes = 32 * 1024;
 
 struct api_request {

@@ -182,8 +182,12 @@ void daemon::impl::start_runner(const std::string& id) {
                                   "; its workers get HOME=" + store.job_dir(id).string());
     }
   }
-  ro.login_env =
-      worker_login_env(j.record, *run_as, daemon_uid, account, store.job_dir(id).string());
+  // Without peer credentials (Windows) every caller is "uid 0": a client's PATH would reach
+  // workers of a service account that is not that client.
+  if (os::peer_credentials_supported) {
+    ro.login_env =
+        worker_login_env(j.record, *run_as, daemon_uid, account, store.job_dir(id).string());
+  }
   ro.worker_exe = options.worker_exe;
   ro.max_checkpoint_bytes = static_cast<std::uint64_t>(options.settings.max_checkpoint_mib) << 20;
   ro.log.max_bytes = static_cast<std::uint64_t>(options.settings.log_max_mib) << 20;
@@ -466,6 +470,14 @@ status daemon::start() {
     }
     m.containment = os::setup_containment(co);
     m.log(log_level::info, "containment: " + m.containment.detail);
+    // The process-group fallback finds a worker's escapees by their /proc/PID/environ, which is
+    // closed to a daemon without CAP_SYS_PTRACE once the worker runs as someone else.
+    if (m.options.settings.run_as == jobs_run_as::submitter && m.containment.mode != "cgroup") {
+      return make_error(
+          "jobs_run_as = \"submitter\" needs cgroup containment (a worker running as another "
+          "user could leave its process group unseen); here: " +
+          m.containment.detail);
+    }
     if (m.containment.leftovers_killed > 0) {
       m.log(log_level::warning, "killed " + std::to_string(m.containment.leftovers_killed) +
                                     " process(es) a previous daemon's workers left behind");

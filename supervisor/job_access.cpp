@@ -31,7 +31,20 @@ std::optional<api_error> check_submitter(const daemon_settings& settings,
 
 status check_run_as_setting(const daemon_settings& settings, std::uint32_t daemon_uid,
                             bool credentials_supported) {
-  if (settings.run_as != jobs_run_as::submitter) return {};
+  if (settings.run_as != jobs_run_as::submitter) {
+    // A root daemon whose socket a group may use would run its members' jobs as root: what a
+    // conffile that lost its jobs_run_as line (an old one kept at upgrade) would silently do.
+    if (credentials_supported && daemon_uid == 0 && settings.socket_group &&
+        !settings.allow_root_jobs) {
+      return make_error(
+          "jobs_run_as = \"daemon\" with the daemon running as root would run the "
+          "jobs of socket_group \"" +
+          *settings.socket_group +
+          "\"'s members as root: set jobs_run_as = \"submitter\" (each job runs as "
+          "its submitter), or allow_root_jobs = true if that is meant");
+    }
+    return {};
+  }
   if (!credentials_supported) {
     return make_error(
         "jobs_run_as = \"submitter\": workers cannot run as another user on this system; use "

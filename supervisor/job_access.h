@@ -41,8 +41,9 @@ std::optional<api_error> check_submitter(const daemon_settings& settings,
                                          std::uint32_t submitter_uid);
 
 // Checked at the daemon's start: jobs_run_as = "submitter" needs root (setuid), and a host where
-// workers can change user at all (`credentials_supported`: not Windows). An error naming the
-// setting otherwise.
+// workers can change user at all (`credentials_supported`: not Windows); jobs_run_as = "daemon"
+// in a root daemon with a socket_group would run the group's jobs as root, so it also needs
+// allow_root_jobs. An error naming the setting otherwise.
 status check_run_as_setting(const daemon_settings& settings, std::uint32_t daemon_uid,
                             bool credentials_supported);
 

@@ -1,6 +1,7 @@
 // A job's status as the control API answers it (`GET /v1/jobs/<id>`, `baton status --json`):
-// built from the job's record and, while a worker runs, the runner's live progress. Pure: the
-// daemon owns the record and the runner and passes them in; nothing here touches a file.
+// built from the job's record and, while a worker runs, the runner's live progress. Pure but for
+// worker_log_view, which reads the tail of the job's log through the env it is given: the daemon
+// owns the record and the runner and passes them in.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "supervisor/job_log.h"
 #include "supervisor/job_record.h"
 #include "supervisor/job_runner.h"
+#include "supervisor/job_store.h"
 #include "supervisor/leak_rate.h"
 
 namespace baton::supervisor {

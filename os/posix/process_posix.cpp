@@ -10,9 +10,11 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/readable_pipe.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/writable_pipe.hpp>
@@ -21,6 +23,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -204,23 +207,44 @@ struct child_setup {
   }
 };
 
+// Whether `st` (a regular file) is one `who` may execute, by its mode bits: the part of
+// execve's check a lookup done as root would otherwise skip (root may run any file with an x
+// bit). Folders on the way are not checked; exec reports those.
+bool executable_by(const struct stat& st, const process_credentials& who) {
+  if (who.uid == st.st_uid) return (st.st_mode & S_IXUSR) != 0;
+  const bool in_group = who.gid == st.st_gid || std::find(who.groups.begin(), who.groups.end(),
+                                                          st.st_gid) != who.groups.end();
+  return (st.st_mode & (in_group ? S_IXGRP : S_IXOTH)) != 0;
+}
+
 // execve does no PATH search; do it here, in the parent, with the PATH the child will have (as
-// `env PATH=... name` does): the job's, or its submitter's, else the supervisor's.
-result<std::string> resolve_program(const std::string& name,
-                                    const std::vector<std::pair<std::string, std::string>>& env) {
+// `env PATH=... name` does): the job's, or its submitter's, else the supervisor's. As a shell
+// would: a relative entry (empty is ".") is the child's working folder's, and only a regular
+// file its user may execute counts.
+result<std::string> resolve_program(const spawn_options& options) {
+  const std::string& name = options.argv.front();
   if (name.empty()) return make_error("spawn: argv[0] is empty");
   if (name.find('/') != std::string::npos) return name;
   const char* path = std::getenv("PATH");
-  for (const auto& [key, value] : env) {
+  for (const auto& [key, value] : options.env) {
     if (key == "PATH") path = value.c_str();
   }
   std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::error_code ec;
+  const auto here =
+      options.working_dir.empty() ? std::filesystem::current_path(ec) : options.working_dir;
   while (true) {
     const auto colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
+    std::filesystem::path dir(std::string(dirs.substr(0, colon)));
     if (dir.empty()) dir = ".";
-    const std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (dir.is_relative()) dir = here / dir;
+    const std::string candidate = (dir / name).lexically_normal().string();
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        (options.credentials ? executable_by(st, *options.credentials)
+                             : ::access(candidate.c_str(), X_OK) == 0)) {
+      return candidate;
+    }
     if (colon == std::string_view::npos) break;
     dirs.remove_prefix(colon + 1);
   }
@@ -476,7 +500,7 @@ class posix_process final : public process::impl,
 result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options& options) {
   if (options.argv.empty()) return make_error("spawn: empty argv");
   const std::string& name = options.argv.front();
-  auto program = resolve_program(name, options.env);
+  auto program = resolve_program(options);
   if (!program) return program.error();
   if (!options.working_dir.empty()) {
     std::error_code fec;

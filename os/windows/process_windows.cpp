@@ -96,7 +96,7 @@ result<std::wstring> resolve_program(const std::string& name,
       ::GetEnvironmentVariableW(L"PATH", path_var.data(), static_cast<DWORD>(path_var.size()));
   path_var.resize(n < path_var.size() ? n : 0);
   for (const auto& [key, value] : env) {
-    if (_stricmp(key.c_str(), "PATH") == 0) path_var = widen(value);
+    if (upper(widen(key)) == L"PATH") path_var = widen(value);
   }
   std::wstring found(MAX_PATH * 4, L'\0');
   const DWORD len = ::SearchPathW(path_var.c_str(), wname.c_str(), L".exe",

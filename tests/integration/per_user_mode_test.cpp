@@ -78,10 +78,21 @@ TEST_CASE("per-user mode: the user unit's command line serves its user, found wi
   const std::vector<std::pair<std::string, std::string>> login_env = {
       {"XDG_RUNTIME_DIR", runtime.string()}, {"HOME", home.string()}, {"BATON_SOCKET", ""}};
 
+  // A user manager's PATH is not the login shell's: the shell's has the user's own python.
+  const std::string manager_path = "/usr/local/bin:/usr/bin:/bin";
+  const auto shell_bin = top / "shell-bin";
+  fs::create_directories(shell_bin);
+  const std::string own_python = "baton-test-python-" + std::to_string(::getpid());
+  fs::create_symlink(python(), shell_bin / own_python);
+  const std::string shell_path = shell_bin.string() + ":" + manager_path;
+  auto client_env = login_env;
+  client_env.emplace_back("PATH", shell_path);
+
   asio::io_context io;
   baton::os::spawn_options o;
   o.argv = unit_command(runtime, home);
   o.env = login_env;
+  o.env.emplace_back("PATH", manager_path);
   o.credentials = as;
   std::string daemon_err;
   o.on_stderr = [&](const boost::system::error_code& ec, std::string_view data) {
@@ -103,8 +114,8 @@ TEST_CASE("per-user mode: the user unit's command line serves its user, found wi
   const json doc = {{"name", "mine"},
                     {"worker",
                      {{"command",
-                       {python(), std::string(BATON_SOURCE_DIR) +
-                                      "/tests/integration/workers/identity_worker.py"}}}},
+                       {own_python, std::string(BATON_SOURCE_DIR) +
+                                        "/tests/integration/workers/identity_worker.py"}}}},
                     {"shard", {{"steps", 10}}},
                     {"memory", {{"poll_ms", 50}}},
                     {"params", {{"total_steps", 3}}}};
@@ -115,9 +126,9 @@ TEST_CASE("per-user mode: the user unit's command line serves its user, found wi
   const auto me =
       as ? *as : baton::os::process_credentials{uid, static_cast<std::uint32_t>(::getegid()), {}};
   // No --socket: the client finds the user's own daemon in $XDG_RUNTIME_DIR.
-  auto sub = as ? run_baton_as(*as, {"submit", job.string()}, login_env) : [&] {
+  auto sub = as ? run_baton_as(*as, {"submit", job.string()}, client_env) : [&] {
     user_outcome r;
-    auto plain = run_baton({"submit", job.string()}, top / "submit.err", 30s, login_env);
+    auto plain = run_baton({"submit", job.string()}, top / "submit.err", 30s, client_env);
     r.code = plain.code;
     r.out = plain.out;
     r.err = read_text(top / "submit.err");
@@ -139,6 +150,9 @@ TEST_CASE("per-user mode: the user unit's command line serves its user, found wi
   const auto job_dir = home / ".local" / "state" / "baton" / "jobs" / id;
   const json identity = json::parse(read_text(job_dir / "identity.json"));
   CHECK(identity.at("uid") == me.uid);
+  // The bare program was found on the shell's PATH the client sent, which the worker has too.
+  CHECK(identity.at("env").at("PATH") == shell_path);
+  CHECK(identity.at("executable") == (shell_bin / own_python).string());
 
   REQUIRE((*daemon)->signal_group(baton::os::group_signal::terminate));
   const auto stop_by = clock_type::now() + 20s;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "support/daemon_process.h"
+#include "support/run_process.h"
 #include "support/skip.h"
 #include "support/test_paths.h"
 #include "support/test_users.h"
@@ -253,4 +254,26 @@ TEST_CASE(
 
   d.signal(false);
   CHECK(d.wait(20s) == baton::os::exit_status::exited(0));
+}
+
+TEST_CASE("system mode refuses to start without cgroups, which alone hold another user's workers",
+          "[integration][system_mode]") {
+  if (::geteuid() != 0) {
+    BATON_SKIP("system mode starts workers as other users, which needs root (CI runs as root)");
+  }
+  const auto dir = fresh_scratch_dir("baton-system-mode-no-cgroups");
+  const auto settings = dir / "settings.json";
+  std::ofstream(settings) << json{{"jobs_run_as", "submitter"}}.dump();
+  // The process-group fallback finds escapees by /proc/PID/environ, closed to the daemon once
+  // a worker runs as someone else; forced here as on a host without usable cgroups.
+  auto r =
+      baton::test::run_process({BATON_EXE, "serve", "--settings", settings.string(), "--state-dir",
+                                (dir / "state").string(), "--socket", (dir / "s.sock").string()},
+                               {{"BATON_CONTAINMENT", "process-group"}}, dir / "serve.stderr", 30s);
+  INFO(read_text(dir / "serve.stderr"));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status != baton::os::exit_status::exited(0));
+  CHECK_THAT(read_text(dir / "serve.stderr"),
+             Catch::Contains("jobs_run_as = \"submitter\" needs cgroup containment"));
+  fs::remove_all(dir);
 }

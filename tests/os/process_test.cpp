@@ -352,6 +352,24 @@ TEST_CASE("a bare program name is looked up in the PATH the child gets, not the 
   CHECK(o.status == exit_status::exited(0));
   REQUIRE(o.lines.size() == 1);
   CHECK(o.lines[0] == "found as " + program.string() + " with PATH=" + own_path);
+
+  // As a shell does: relative entries are the child's working folder's, and a file that is not
+  // executable, or a folder of that name, is passed over.
+  fs::create_directories(dir / "noexec");
+  std::ofstream(dir / "noexec" / "baton-test-only-here") << "#!/bin/sh\necho wrong\n";
+  fs::permissions(dir / "noexec" / "baton-test-only-here",
+                  fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_directories(dir / "isdir" / "baton-test-only-here");
+  opts.env = {{"PATH", "noexec:isdir:bin:/usr/bin:/bin"}};
+  opts.working_dir = dir;
+  auto rel = baton::os::spawn(io, opts);
+  REQUIRE(rel);
+  observed r;
+  watch(**rel, r);
+  REQUIRE(run_until(io, [&] { return r.read_done && r.exit_done; }));
+  CHECK(r.status == exit_status::exited(0));
+  REQUIRE(r.lines.size() == 1);
+  CHECK(r.lines[0] == "found as " + program.string() + " with PATH=noexec:isdir:bin:/usr/bin:/bin");
   fs::remove_all(dir);
 }
 

@@ -74,6 +74,24 @@ TEST_CASE("submitter mode is refused at start unless the daemon is root on a POS
   CHECK(windows.error().message.find("jobs_run_as") != std::string::npos);
 }
 
+TEST_CASE("a root daemon in daemon mode with a socket group is refused unless allow_root_jobs",
+          "[unit][job_access]") {
+  daemon_settings s;                        // jobs_run_as = "daemon"
+  CHECK(check_run_as_setting(s, 0, true));  // root's socket is root's alone: root's own jobs
+  s.socket_group = "baton";
+  CHECK(check_run_as_setting(s, 1000, true));  // members' jobs run as uid 1000, not root
+  const auto as_root = check_run_as_setting(s, 0, true);
+  REQUIRE_FALSE(as_root);
+  CHECK(as_root.error().message ==
+        "jobs_run_as = \"daemon\" with the daemon running as root would run the jobs of "
+        "socket_group \"baton\"'s members as root: set jobs_run_as = \"submitter\" (each job "
+        "runs as its submitter), or allow_root_jobs = true if that is meant");
+  s.allow_root_jobs = true;
+  CHECK(check_run_as_setting(s, 0, true));
+  s.allow_root_jobs = false;
+  CHECK(check_run_as_setting(s, 0, false));  // Windows: no socket group, no uids
+}
+
 TEST_CASE("workers run as the daemon in daemon mode and as the job's owner in submitter mode",
           "[unit][job_access]") {
   auto as_daemon = worker_credentials(daemon_settings{}, owned_by(1001), 0);

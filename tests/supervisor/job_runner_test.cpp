@@ -19,6 +19,7 @@
 #include "os/mem_env.h"
 #include "protocol/checkpoint_store.h"
 #include "supervisor/job_log_writer.h"
+#include "support/fake_launcher.h"
 #include "support/test_paths.h"
 
 using namespace baton::supervisor;
@@ -153,6 +154,41 @@ TEST_CASE("a worker's invocation: argv, environment and the Windows memory backs
   CHECK_FALSE(inv.memory_backstop_bytes);
   CHECK(std::none_of(inv.env.begin(), inv.env.end(),
                      [](const auto& kv) { return kv.first == "BATON_MAX_STEPS"; }));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a worker's environment: its user's login first, then BATON_*, then the job's own",
+          "[integration][job_runner]") {
+  const auto dir = scratch("login-env");
+  auto spec = small_job(dir);
+  spec.worker.env = {{"PATH", "/job/bin"}};  // the job's word is the last
+  job_store store(baton::os::env::default_env(), dir / "state");
+  REQUIRE(store.open());
+  auto created = store.create(spec, 10, spec.name);
+  REQUIRE(created);
+  boost::asio::io_context io;
+  baton::test::fake_launcher launcher;
+  runner_options ro;
+  ro.worker_exe = "/nonexistent/baton-worker";  // never started: the launcher is a fake
+  ro.login_env = {{"HOME", "/home/a"}, {"PATH", "/home/a/bin:/usr/bin"}};
+  {
+    job_runner runner(io, baton::os::env::default_env(), launcher, store, *created, spec, ro);
+    runner.start();
+    for (int i = 0; i < 100 && launcher.workers.empty(); ++i) io.run_for(10ms);
+    REQUIRE(launcher.workers.size() == 1);
+    const auto& env = launcher.workers[0]->options().env;
+    const auto first = [&](const std::string& k) {
+      return std::find_if(env.begin(), env.end(), [&](const auto& e) { return e.first == k; });
+    };
+    const auto last_path =
+        std::find_if(env.rbegin(), env.rend(), [](const auto& e) { return e.first == "PATH"; });
+    REQUIRE(last_path != env.rend());
+    CHECK(last_path->second == "/job/bin");  // os::spawn: later entries win
+    REQUIRE(first("HOME") != env.end());
+    CHECK(first("HOME")->second == "/home/a");
+    CHECK(first("PATH")->second == "/home/a/bin:/usr/bin");
+    CHECK(first("HOME") < first("BATON_JOB_ID"));
+  }
   fs::remove_all(dir);
 }
 
