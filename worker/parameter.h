@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,5 +18,18 @@ struct parameter {
   std::span<S> value;  // row-major
   std::span<S> grad;   // dL/dvalue from the last train_step
 };
+
+// How new parameter and optimizer-state storage starts. `uninitialised` only for storage that is
+// overwritten whole before it is read (a resume's restore): zeroing it first would touch every
+// page of the state once for nothing.
+enum class storage_fill { zeroed, uninitialised };
+
+// An array of n elements, zeroed or not as `fill` says. Uninitialised, a large array is only
+// address space until written (no page is faulted in by the allocation).
+template <class S>
+std::unique_ptr<S[]> make_storage(std::size_t n, storage_fill fill) {
+  return fill == storage_fill::zeroed ? std::make_unique<S[]>(n)
+                                      : std::make_unique_for_overwrite<S[]>(n);
+}
 
 }  // namespace baton::worker

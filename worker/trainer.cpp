@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "os/env.h"
 #include "protocol/digest.h"
@@ -199,7 +200,7 @@ status load_initial_weights(model<float>& m, const checkpoint& file, std::string
 }
 
 trainer::trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<model<float>> m,
-                 std::unique_ptr<optimizer> opt, protocol::job_geometry g)
+                 std::unique_ptr<optimizer> opt, protocol::job_geometry g, bool awaiting_restore)
     : spec_(spec),
       data_(std::move(data)),
       model_(std::move(m)),
@@ -207,6 +208,7 @@ trainer::trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<m
       geometry_(g),
       spec_fingerprint_(spec_fingerprint(spec)),
       data_fingerprint_(data_fingerprint(data_)),
+      awaiting_restore_(awaiting_restore),
       shuffle_rng_(0) {
   xb_.resize(spec.training->batch_size, data_.x.cols());
   yb_.resize(spec.training->batch_size, data_.y.cols());
@@ -232,8 +234,11 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
                       std::to_string(g.total_steps) + ", shard_steps " +
                       std::to_string(g.shard_steps));
   }
+  // A resume writes every weight and moment in restore(): nothing to zero before that.
+  const storage_fill fill = init == initial_weights::left_for_restore ? storage_fill::uninitialised
+                                                                      : storage_fill::zeroed;
   auto m = model<float>::create(*spec.model, data.x.cols(), spec.training->loss,
-                                spec.training->batch_size);
+                                spec.training->batch_size, fill);
   if (!m) return m.error();
   if (auto ok = m->check_data_shape(data.x.cols(), data.y.cols()); !ok) return ok.error();
   auto owned = std::make_unique<model<float>>(std::move(*m));
@@ -251,10 +256,20 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
   } else {
     owned->init_glorot(spec.training->seed);
   }
-  auto opt = make_optimizer(spec.training->optimizer, owned->parameters());
+  auto opt = make_optimizer(spec.training->optimizer, owned->parameters(), fill);
   if (!opt) return opt.error();
-  return std::unique_ptr<trainer>(
-      new trainer(spec, std::move(data), std::move(owned), std::move(*opt), g));
+  return std::unique_ptr<trainer>(new trainer(spec, std::move(data), std::move(owned),
+                                              std::move(*opt), g,
+                                              init == initial_weights::left_for_restore));
+}
+
+void trainer::require_restored(const char* what) const {
+  // A caller bug, not an input error: the state is uninitialised memory, and stepping or saving
+  // it would spread garbage into a checkpoint that verifies.
+  if (awaiting_restore_) {
+    throw std::logic_error(std::string("trainer::") + what +
+                           " before a successful restore (made with left_for_restore)");
+  }
 }
 
 void trainer::begin_epoch() {
@@ -276,6 +291,7 @@ double trainer::epoch_accuracy() const {
 }
 
 step_outcome trainer::run_step() {
+  require_restored("run_step");
   const std::int64_t spe = geometry_.steps_per_epoch;
   const std::int64_t batch = spec_.training->batch_size;
   const std::int64_t k = step_ % spe;
@@ -326,6 +342,7 @@ step_outcome trainer::run_step() {
 }
 
 protocol::checkpoint_view trainer::snapshot_view() {
+  require_restored("snapshot_view");
   protocol::checkpoint_view c;
   const std::int64_t spe = geometry_.steps_per_epoch;
   c.metadata[protocol::meta::job] = spec_.name;
@@ -488,6 +505,7 @@ status trainer::restore(const protocol::checkpoint_view& c, std::string_view wha
   loss_sum_ = sums[0];
   accuracy_sum_ = sums[1];
   samples_ = *samples;
+  awaiting_restore_ = false;
   return {};
 }
 

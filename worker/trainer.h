@@ -56,11 +56,14 @@ struct step_outcome {
 };
 
 // Where create() takes the weights from. A worker that resumes overwrites every weight and all
-// optimizer state in restore(), so drawing the Glorot init (or reading model.initial_weights)
-// first would be work thrown away: for the seed job a quarter of a new worker's start-up.
+// optimizer state in restore(), so drawing the Glorot init (or reading model.initial_weights),
+// or even zeroing the buffers, first would be work thrown away: for the seed job most of a new
+// worker's start-up.
 enum class initial_weights {
-  from_spec,         // model.initial_weights if set, else Glorot from training.seed
-  left_for_restore,  // none (zeros): restore() must succeed before the first run_step
+  from_spec,  // model.initial_weights if set, else Glorot from training.seed; moments zero
+  // None: weights and optimizer state are allocated uninitialised, and the trainer refuses to
+  // step or snapshot (std::logic_error) until a restore() has written every one of them.
+  left_for_restore,
 };
 
 class trainer {
@@ -74,8 +77,9 @@ class trainer {
 
   // Replaces the whole training state with a checkpoint's after checking that it belongs to this
   // job spec and data (fingerprints), that every tensor has the expected name, dtype and shape,
-  // and that its sample order is the one this build derives. On failure nothing is changed.
-  // `what` names the checkpoint in messages.
+  // and that its sample order is the one this build derives. On failure nothing is changed (a
+  // trainer still awaiting its first restore keeps awaiting it). `what` names the checkpoint in
+  // messages.
   status restore(const protocol::checkpoint& c, std::string_view what);
   status restore(const protocol::checkpoint_view& c, std::string_view what);
 
@@ -85,8 +89,12 @@ class trainer {
   // without copying the model. Valid until the next run_step, restore or snapshot_view.
   protocol::checkpoint_view snapshot_view();
 
-  // Runs the next step; requires !finished().
+  // Runs the next step; requires !finished() and !awaiting_restore().
   step_outcome run_step();
+
+  // Made with initial_weights::left_for_restore and not yet restored: the weights and optimizer
+  // state are uninitialised memory, so run_step and the snapshots throw std::logic_error.
+  bool awaiting_restore() const { return awaiting_restore_; }
 
   std::int64_t step() const { return step_; }
   bool finished() const { return step_ >= geometry_.total_steps; }
@@ -99,7 +107,8 @@ class trainer {
 
  private:
   trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<model<float>> m,
-          std::unique_ptr<optimizer> opt, protocol::job_geometry g);
+          std::unique_ptr<optimizer> opt, protocol::job_geometry g, bool awaiting_restore);
+  void require_restored(const char* what) const;
   // Sample order and sums for the epoch step_ belongs to.
   void begin_epoch();
 
@@ -110,6 +119,7 @@ class trainer {
   protocol::job_geometry geometry_;
   std::string spec_fingerprint_, data_fingerprint_;
 
+  bool awaiting_restore_ = false;
   std::int64_t step_ = 0;
   std::vector<std::int64_t> order_;       // this epoch's permutation of [0, train_samples)
   rng shuffle_rng_;                       // as left after drawing order_

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 
 #include "os/mem_env.h"
 #include "protocol/digest.h"
@@ -513,7 +514,10 @@ TEST_CASE("a trainer made for a restore skips the initial weights and its first 
   auto bare =
       trainer::create(with_file, data_for(with_file), empty, initial_weights::left_for_restore);
   REQUIRE(bare);
-  CHECK(kernel(**bare) == zeros);
+  // Not even zeroed: the storage is uninitialised, so nothing may read it before a restore.
+  CHECK((*bare)->awaiting_restore());
+  CHECK_THROWS_AS((*bare)->snapshot(), std::logic_error);
+  CHECK_THROWS_AS((*bare)->run_step(), std::logic_error);
 
   // A resumed worker's first step, and every step after, as in the unbroken run.
   for (int i = 0; i < 10; ++i) fresh->run_step();
@@ -530,6 +534,41 @@ TEST_CASE("a trainer made for a restore skips the initial weights and its first 
     resumed->run_step();
   }
   CHECK(contents(*resumed) == contents(*fresh));
+}
+
+TEST_CASE(
+    "a restore into uninitialised storage fails naming any tensor it lacks and keeps refusing",
+    "[unit][trainer]") {
+  set_thread_count(1);
+  for (const auto kind : {protocol::optimizer_kind::adam, protocol::optimizer_kind::sgd}) {
+    auto s = small_spec();
+    s.training->optimizer.kind = kind;
+    s.training->optimizer.momentum = 0.9;
+    INFO("optimizer " << (kind == protocol::optimizer_kind::adam ? "adam" : "sgd"));
+    auto fresh = make(s);
+    for (int i = 0; i < 4; ++i) fresh->run_step();
+    const auto full = round_trip(*fresh);
+    // Every weight, bias and moment (and the order and generator) is required: a checkpoint
+    // without one must not leave that tensor's uninitialised bytes in a trainer that then runs.
+    REQUIRE(full.tensors.size() >= 10);
+    for (std::size_t drop = 0; drop < full.tensors.size(); ++drop) {
+      const std::string name = full.tensors[drop].name;
+      INFO("without " << name);
+      auto partial = full;
+      partial.tensors.erase(partial.tensors.begin() + static_cast<std::ptrdiff_t>(drop));
+      auto t = make(s, initial_weights::left_for_restore);
+      const auto r = t->restore(partial, "mem");
+      REQUIRE_FALSE(r);
+      CHECK_THAT(r.error().message, Contains("no tensor \"" + name + "\""));
+      CHECK(t->awaiting_restore());
+      CHECK_THROWS_AS(t->run_step(), std::logic_error);
+      CHECK_THROWS_AS(t->snapshot_view(), std::logic_error);
+      // The same trainer then restores from a whole checkpoint and is exact.
+      REQUIRE(t->restore(full, "mem"));
+      CHECK_FALSE(t->awaiting_restore());
+      CHECK(contents(*t) == contents(*fresh));
+    }
+  }
 }
 
 TEST_CASE("the data fingerprint is the digest of both matrices' shapes and values end to end",
