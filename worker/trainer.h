@@ -82,6 +82,14 @@ class trainer {
   // messages.
   status restore(const protocol::checkpoint& c, std::string_view what);
   status restore(const protocol::checkpoint_view& c, std::string_view what);
+  // The same from a file index_checkpoint_streamed verified, whose tensors `read` reads: every
+  // weight and moment goes straight from the file into the model's and optimizer's buffers
+  // (protocol::read_checkpoint_tensors, which checks the file's digest again as the bytes land),
+  // so no copy of the file is ever held. The header is checked whole before the first byte is
+  // read, and a failure there changes nothing; a failed read or digest after that leaves the
+  // trainer awaiting_restore() (its tensors partly written).
+  status restore(const protocol::checkpoint_index& c, const protocol::range_reader_into& read,
+                 std::string_view what);
 
   // The state at the current step boundary as a checkpoint (tensor names in protocol/README.md).
   protocol::checkpoint snapshot();
@@ -109,6 +117,12 @@ class trainer {
   trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<model<float>> m,
           std::unique_ptr<optimizer> opt, protocol::job_geometry g, bool awaiting_restore);
   void require_restored(const char* what) const;
+  // What a checkpoint's header says, checked against this trainer (restore's first half).
+  struct restore_plan;
+  template <class C>
+  result<restore_plan> plan_restore(const C& c, std::string_view what) const;
+  // Restore's second half, once the tensors are in place and data.order and rng.state match.
+  void finish_restore(restore_plan& p);
   // Sample order and sums for the epoch step_ belongs to.
   void begin_epoch();
 
