@@ -9,8 +9,9 @@
 // first step done (the progress line after it). A worker that stops at once (a missing job file)
 // gives the program's own floor: code and libraries, which no state size changes.
 // Prints the CPU model, every run, the medians and the ratio; never fails on a figure.
-//   resume_bench [--quick] [--runs N] [--threads T]
+//   resume_bench [--quick] [--runs N] [--threads T] [--worker PATH]
 // --quick: a 500-sample job with 200-unit layers and 2 runs (a ctest smoke run).
+// --worker: another baton-worker build to measure (another commit's, to compare).
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
   }
   bool quick = false;
   int runs = 7, threads = 0;
+  std::string worker_exe = BATON_WORKER_EXE;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] {
@@ -121,8 +123,11 @@ int main(int argc, char** argv) {
       runs = next();
     } else if (a == "--threads") {
       threads = next();
+    } else if (a == "--worker" && i + 1 < argc) {
+      worker_exe = argv[++i];
     } else {
-      die("unknown argument " + a + " (usage: resume_bench [--quick] [--runs N] [--threads T])");
+      die("unknown argument " + a +
+          " (usage: resume_bench [--quick] [--runs N] [--threads T] [--worker PATH])");
     }
   }
   if (quick) runs = 2;
@@ -149,8 +154,8 @@ int main(int argc, char** argv) {
     die(ok.error().message);
   }
   const std::vector<std::string> worker = {
-      BATON_WORKER_EXE, "--job", job_file.string(), "--checkpoint-dir", ckpt.string(),
-      "--max-steps",    "1"};
+      worker_exe,    "--job", job_file.string(), "--checkpoint-dir", ckpt.string(),
+      "--max-steps", "1"};
   // The checkpoint every run resumes from: step 1 of a fresh start.
   if (!run(worker, dir / "fresh.err").status.success()) {
     die("the fresh worker failed; see " + (dir / "fresh.err").string());
@@ -186,7 +191,7 @@ int main(int argc, char** argv) {
   std::printf("resume_bench%s: seed job resumed for one step, threads %s, %d runs, medians\n",
               quick ? " --quick (500 samples, 200-unit layers)" : "",
               threads == 0 ? "auto" : std::to_string(threads).c_str(), runs);
-  std::printf("CPU: %s\n", cpu_model().c_str());
+  std::printf("CPU: %s\nworker: %s\n", cpu_model().c_str(), worker_exe.c_str());
   std::printf("state (the checkpoint: weights, Adam m and v, order, generator): %.1f MiB\n",
               mib(state));
   std::printf("resumed worker peak RSS (ru_maxrss): %.1f MiB, %.3fx the state (goal <= 1.2: %s)\n",
