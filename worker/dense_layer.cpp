@@ -159,6 +159,8 @@ dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch
       out_(row_matrix<S>::Zero(max_batch, units)),
       out_grad_(row_matrix<S>::Zero(max_batch, units)),
       grad_t_(row_matrix<S>::Zero(units, padded_batch_)) {
+  // Before the first write: the kernel is the one large buffer (see make_storage).
+  os::advise_huge_pages(kernel_.data(), static_cast<std::size_t>(kernel_.size()) * sizeof(S));
   if (fill == storage_fill::zeroed) {
     kernel_.setZero();
     bias_.setZero();
