@@ -1,7 +1,9 @@
 #include "os/env.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 namespace baton::os {
@@ -22,10 +24,40 @@ std::string temp_suffix() {
   return buf;
 }
 
+}  // namespace
+
+error short_read_error(std::uint64_t offset, std::size_t wanted, std::uint64_t got_to) {
+  return make_error("file ended at byte " + std::to_string(got_to) + ", reading " +
+                    std::to_string(wanted) + " bytes at " + std::to_string(offset));
+}
+
+status readable_file::read_into(std::uint64_t offset, std::span<char> out) {
+  // Bounded pieces: the staging buffer never grows past one, whatever `out`'s size.
+  constexpr std::size_t piece = 1 << 20;
+  std::string buf;
+  for (std::size_t done = 0; done < out.size();) {
+    const std::size_t n = std::min(piece, out.size() - done);
+    if (auto s = read(offset + done, n, buf); !s) return s;
+    std::memcpy(out.data() + done, buf.data(), std::min(n, buf.size()));
+    if (buf.size() < n) return short_read_error(offset, out.size(), offset + done + buf.size());
+    done += n;
+  }
+  return {};
+}
+
+namespace {
+
 class whole_readable_file final : public readable_file {
  public:
   explicit whole_readable_file(std::string data) : data_(std::move(data)) {}
   std::uint64_t size() const override { return data_.size(); }
+  status read_into(std::uint64_t offset, std::span<char> out) override {
+    if (offset > data_.size() || out.size() > data_.size() - offset) {
+      return short_read_error(offset, out.size(), data_.size());
+    }
+    std::memcpy(out.data(), data_.data() + offset, out.size());
+    return {};
+  }
   status read(std::uint64_t offset, std::size_t n, std::string& out) override {
     if (offset >= data_.size()) {
       out.clear();
@@ -48,6 +80,9 @@ class identified_file final : public readable_file {
   std::uint64_t size() const override { return inner_->size(); }
   status read(std::uint64_t offset, std::size_t n, std::string& out) override {
     return inner_->read(offset, n, out);
+  }
+  status read_into(std::uint64_t offset, std::span<char> out) override {
+    return inner_->read_into(offset, out);
   }
   std::optional<file_identity> identity() const override { return identity_; }
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,11 @@ class readable_file {
   virtual std::uint64_t size() const = 0;  // as of opening
   // Replaces `out` with the `n` bytes at `offset`, fewer only past the end of the file.
   virtual status read(std::uint64_t offset, std::size_t n, std::string& out) = 0;
+  // Fills all of `out` with the bytes at `offset`, straight into that memory where the OS allows
+  // (pread, ReadFile), so a large file can land in its final buffers without passing through
+  // another; an error naming where the file ended if it ends first. The default goes through
+  // read() a bounded piece at a time, for envs that hold their files in memory.
+  virtual status read_into(std::uint64_t offset, std::span<char> out);
   // The uid that owns the opened file (fstat on the handle, so nothing can be swapped in
   // between); unset where the env has no owners (in memory, Windows).
   virtual std::optional<std::uint32_t> owner_uid() const { return std::nullopt; }
@@ -152,6 +158,9 @@ class env {
 // that check, and remove_dir_all walks by descriptor. `root` itself is trusted as it is.
 // Windows: an error (there is no system mode there).
 result<std::unique_ptr<env>> make_no_follow_env(const std::filesystem::path& root);
+
+// The error of a read_into that met the end of the file at byte `got_to`, shared by the envs.
+error short_read_error(std::uint64_t offset, std::size_t wanted, std::uint64_t got_to);
 
 // "N bytes, larger than the cap of M bytes for a checkpoint", shared by the envs' messages.
 std::string describe_untrusted_size(std::uint64_t size, std::uint64_t max_bytes);

@@ -540,6 +540,32 @@ result<checkpoint_summary> checkpoint_summary_streamed(const range_reader& read,
                                                        std::uint64_t file_size,
                                                        std::string_view what,
                                                        std::size_t chunk_bytes) {
+  auto c = index_checkpoint_streamed(read, file_size, what, chunk_bytes);
+  if (!c) return c.error();
+  checkpoint_summary out;
+  out.digest = c->metadata.at(meta::digest);
+  out.step = c->step();
+  return out;
+}
+
+const tensor_extent* checkpoint_index::find(std::string_view name) const {
+  for (const auto& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::int64_t checkpoint_index::step() const {
+  auto it = metadata.find(meta::step);
+  std::int64_t v = 0;
+  if (it == metadata.end() || !parse_decimal(it->second, v)) return 0;
+  return v;
+}
+
+result<checkpoint_index> index_checkpoint_streamed(const range_reader& read,
+                                                   std::uint64_t file_size, std::string_view what,
+                                                   std::size_t chunk_bytes) {
+  if (chunk_bytes == 0) chunk_bytes = 1;
   const auto fail = [&](const error& e) -> error {
     return make_error(std::string(what) + ": " + e.message);
   };
@@ -581,11 +607,71 @@ result<checkpoint_summary> checkpoint_summary_streamed(const range_reader& read,
     return x.digest();
   };
   if (auto ok = verify_baton(*p, head, digest, what); !ok) return ok.error();
-  checkpoint_summary out;
-  out.digest = p->metadata.at(meta::digest);
-  // verify_baton has checked the step is a valid decimal.
-  (void)parse_decimal(p->metadata.at(meta::step), out.step);
+  checkpoint_index out;
+  out.metadata = std::move(p->metadata);
+  out.tensors.reserve(p->entries.size());
+  for (auto& e : p->entries) {
+    out.tensors.push_back(
+        {std::move(e.name), e.type, std::move(e.shape), p->data_start + e.begin, e.end - e.begin});
+  }
+  head.resize(p->data_start);
+  out.head = std::move(head);
+  out.file_size = file_size;
   return out;
+}
+
+status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_into& read,
+                               const tensor_destination& dest, std::string_view what,
+                               std::size_t chunk_bytes) {
+  const auto fail = [&](const std::string& msg) -> error {
+    return make_error(std::string(what) + ": " + msg);
+  };
+  if (chunk_bytes == 0) chunk_bytes = 1;
+  auto dig = c.metadata.find(meta::digest);
+  if (dig == c.metadata.end() || c.head.size() < 8) {
+    return fail("internal error: not an index of a verified checkpoint");
+  }
+  // The digest as index_checkpoint_streamed found it. Its position: checkpoint_header puts the
+  // digest first, but a file from another writer may not, so look for it as verify_baton does.
+  const std::string needle = in_quotes(dig->second);
+  const std::size_t at = c.head.find(needle, 8);
+  if (at == std::string::npos) return fail("internal error: digest not in the indexed header");
+  static const std::string zeros(digest_hex_len, '0');
+  const std::size_t hole = at + 1 + std::strlen(digest_prefix);
+  xxh64_stream h;
+  h.update(std::string_view(c.head).substr(0, hole));
+  h.update(zeros);
+  h.update(std::string_view(c.head).substr(hole + digest_hex_len));
+
+  std::uint64_t next = c.head.size();  // the tensors tile the file from here, in order
+  std::string scratch;
+  for (const auto& t : c.tensors) {
+    if (t.offset != next) return fail("internal error: tensors of the index do not tile the file");
+    std::span<char> to = dest(t);
+    if (!to.empty() && to.size() != t.size) {
+      return fail("internal error: destination of tensor " + in_quotes(t.name) + " holds " +
+                  std::to_string(to.size()) + " bytes, the tensor " + std::to_string(t.size));
+    }
+    if (to.empty() && t.size > 0) scratch.resize(std::min<std::uint64_t>(chunk_bytes, t.size));
+    for (std::uint64_t done = 0; done < t.size;) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, t.size - done));
+      const std::span<char> piece =
+          to.empty() ? std::span<char>(scratch.data(), n) : to.subspan(done, n);
+      if (auto s = read(t.offset + done, piece); !s) {
+        return fail("tensor " + in_quotes(t.name) + ": " + s.error().message);
+      }
+      h.update(std::string_view(piece.data(), piece.size()));
+      done += n;
+    }
+    next += t.size;
+  }
+  if (next != c.file_size) return fail("internal error: tensors of the index end before the file");
+  const std::string actual = hex16(h.digest());
+  if (digest_prefix + actual != dig->second) {
+    return fail("changed since it was verified: it says " + dig->second +
+                ", the bytes read now hash to xxh64:" + actual);
+  }
+  return {};
 }
 
 namespace {

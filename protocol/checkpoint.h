@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -134,5 +135,47 @@ result<checkpoint_summary> checkpoint_summary_streamed(const range_reader& read,
                                                        std::uint64_t file_size,
                                                        std::string_view what,
                                                        std::size_t chunk_bytes = 1 << 20);
+
+// Where one tensor's bytes lie in a checkpoint file.
+struct tensor_extent {
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0;  // from the start of the file
+  std::uint64_t size = 0;    // bytes: product(shape) * dtype_size(type)
+};
+
+// A checkpoint file that verified, described without its tensors' bytes: a resume reads those
+// straight into their destinations (read_checkpoint_tensors) and never holds the file.
+struct checkpoint_index {
+  std::map<std::string, std::string> metadata;
+  std::vector<tensor_extent> tensors;  // in file order; they tile the data after the header
+  std::string head;                    // the file's bytes before the first tensor, as verified
+  std::uint64_t file_size = 0;
+
+  const tensor_extent* find(std::string_view name) const;
+  std::int64_t step() const;  // as checkpoint::step()
+};
+
+// checkpoint_summary_streamed's check (the header and one chunk in memory at a time), keeping
+// the parsed header.
+result<checkpoint_index> index_checkpoint_streamed(const range_reader& read,
+                                                   std::uint64_t file_size, std::string_view what,
+                                                   std::size_t chunk_bytes = 1 << 20);
+
+// Fills all of `out` with the file's bytes at `offset` (os::readable_file::read_into).
+using range_reader_into = std::function<status(std::uint64_t offset, std::span<char> out)>;
+// Where read_checkpoint_tensors puts a tensor: memory of exactly its size, or an empty span to
+// skip it (its bytes are then read through a scratch piece, hashed and dropped).
+using tensor_destination = std::function<std::span<char>(const tensor_extent&)>;
+
+// The second pass over a file index_checkpoint_streamed verified: every tensor's bytes, in file
+// order and in pieces of `chunk_bytes`, go straight into dest(tensor), each piece hashed while
+// it is in cache; at the end the file's digest must come out again, so a file changed or damaged
+// since it was indexed is refused, naming `what`. On any error the destinations hold partial
+// data, for the caller to throw away.
+status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_into& read,
+                               const tensor_destination& dest, std::string_view what,
+                               std::size_t chunk_bytes = 1 << 20);
 
 }  // namespace baton::protocol

@@ -289,6 +289,46 @@ result<std::optional<loaded_checkpoint>> checkpoint_store::load_newest() const {
   return std::optional<loaded_checkpoint>(std::move(out));
 }
 
+result<std::optional<opened_checkpoint>> checkpoint_store::open_newest(
+    std::size_t chunk_bytes) const {
+  auto found = entries();
+  if (!found) return with_context("loading a checkpoint from " + dir_.string(), found.error());
+  std::vector<std::filesystem::path> files;
+  for (auto& f : *found) {
+    if (!f.is_folder) files.push_back(std::move(f.path));
+  }
+  if (files.empty()) return std::optional<opened_checkpoint>{};
+  std::vector<std::string> rejected;
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    const std::string what = it->string();
+    auto file = env_.new_readable_file(*it);
+    if (!file) {
+      rejected.push_back(what + ": " + file.error().message);
+      continue;
+    }
+    auto index =
+        index_checkpoint_streamed([&](std::uint64_t offset, std::size_t n,
+                                      std::string& out) { return (*file)->read(offset, n, out); },
+                                  (*file)->size(), what, chunk_bytes);
+    if (!index) {
+      rejected.push_back(index.error().message);  // already starts with the path
+      continue;
+    }
+    const auto named = step_of(it->filename().string());
+    if (named && *named != index->step()) {
+      rejected.push_back(what + ": file name says step " + std::to_string(*named) +
+                         " but its metadata says step " + std::to_string(index->step()));
+      continue;
+    }
+    return std::optional<opened_checkpoint>(
+        opened_checkpoint{*it, std::move(*file), std::move(*index), std::move(rejected)});
+  }
+  std::string msg = "no valid checkpoint in " + dir_.string() + " (" +
+                    std::to_string(files.size()) + " files, all rejected)";
+  for (const auto& r : rejected) msg += "; " + r;
+  return make_error(msg);
+}
+
 result<std::optional<loaded_checkpoint_file>> checkpoint_store::load_newest_file() const {
   auto found = entries();
   if (!found) return with_context("loading a checkpoint from " + dir_.string(), found.error());

@@ -35,6 +35,16 @@ struct loaded_checkpoint_file {
   std::vector<std::string> rejected;
 };
 
+// The newest checkpoint file that verified, still open, described by its header alone: a resume
+// reads its tensors from `file` straight into the model (read_checkpoint_tensors), so the file
+// is never held in memory.
+struct opened_checkpoint {
+  std::filesystem::path path;
+  std::unique_ptr<os::readable_file> file;
+  checkpoint_index index;
+  std::vector<std::string> rejected;
+};
+
 // The newest checkpoint of either kind that verified, if any, and why newer ones did not.
 struct verified_checkpoint {
   std::optional<std::filesystem::path> path;  // nullopt: none verified (or none at all)
@@ -103,8 +113,11 @@ class checkpoint_store {
   // skipped); nullopt (not an error) when there is none at all. An error
   // when files exist but none verifies, listing each file's reason.
   result<std::optional<loaded_checkpoint>> load_newest() const;
-  // The same holding the file once: for a resume, which copies the tensors into its model.
+  // The same holding the file once, with views of its tensors.
   result<std::optional<loaded_checkpoint_file>> load_newest_file() const;
+  // The same verified with bounded memory (index_checkpoint_streamed: the header and one chunk
+  // of `chunk_bytes`) and left open for reading the tensors: what a resume uses.
+  result<std::optional<opened_checkpoint>> open_newest(std::size_t chunk_bytes = 1 << 20) const;
 
   // Checkpoint paths (files and folders), oldest first by step.
   result<std::vector<std::filesystem::path>> list() const;

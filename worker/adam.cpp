@@ -6,7 +6,8 @@ namespace baton::worker {
 
 // Keras casts each hyperparameter to the variable dtype; (1 - beta) is formed in double first
 // (a Python float) and then rounded, as Keras's ops do with a Python scalar.
-adam::adam(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params)
+adam::adam(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params,
+           storage_fill fill)
     : optimizer(std::move(params)),
       lr_(static_cast<float>(spec.learning_rate)),
       beta_1_(static_cast<float>(spec.beta_1)),
@@ -15,8 +16,8 @@ adam::adam(const protocol::optimizer_spec& spec, std::vector<parameter<float>> p
       one_minus_beta_2_(static_cast<float>(1.0 - spec.beta_2)),
       epsilon_(static_cast<float>(spec.epsilon)) {
   for (const auto& p : params_) {
-    m_.emplace_back(p.value.size(), 0.0f);
-    v_.emplace_back(p.value.size(), 0.0f);
+    m_.push_back(make_storage<float>(p.value.size(), fill));
+    v_.push_back(make_storage<float>(p.value.size(), fill));
   }
 }
 
@@ -33,8 +34,8 @@ void adam::update(std::size_t k, std::int64_t begin, std::int64_t end, const flo
   const std::int64_t n = end - begin;
   float* __restrict w = params_[k].value.data() + begin;
   const float* __restrict g = grad;
-  float* __restrict m = m_[k].data() + begin;
-  float* __restrict v = v_[k].data() + begin;
+  float* __restrict m = m_[k].get() + begin;
+  float* __restrict v = v_[k].get() + begin;
   // Plain IEEE operations in the formula's order (no contraction, exact sqrt and division), so
   // vector lanes and the scalar remainder round the same. `omp simd` because GCC 12 does not
   // vectorise this loop by itself (it compiled to vsqrtss/vdivss: 4x the memory-bound floor).
@@ -53,8 +54,9 @@ std::vector<state_tensor> adam::state() {
   std::vector<state_tensor> s;
   for (std::size_t k = 0; k < params_.size(); ++k) {
     const std::string prefix = "optimizer." + params_[k].name;
-    s.push_back({prefix + ".m", params_[k].shape, m_[k]});
-    s.push_back({prefix + ".v", params_[k].shape, v_[k]});
+    const std::size_t n = params_[k].value.size();
+    s.push_back({prefix + ".m", params_[k].shape, {m_[k].get(), n}});
+    s.push_back({prefix + ".v", params_[k].shape, {v_[k].get(), n}});
   }
   return s;
 }

@@ -11,7 +11,8 @@ namespace baton::worker {
 class adam final : public optimizer {
  public:
   // Use make_optimizer (which validates the spec).
-  adam(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params);
+  adam(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params,
+       storage_fill fill = storage_fill::zeroed);
 
   // With t = iterations + 1, all in float32 and in this operation order:
   //   alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
@@ -28,7 +29,7 @@ class adam final : public optimizer {
  private:
   float alpha_ = 0;  // of the step in progress
   float lr_, beta_1_, beta_2_, one_minus_beta_1_, one_minus_beta_2_, epsilon_;
-  std::vector<std::vector<float>> m_, v_;
+  std::vector<std::unique_ptr<float[]>> m_, v_;  // params_[k].value.size() each
 };
 
 }  // namespace baton::worker

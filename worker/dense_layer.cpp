@@ -149,16 +149,22 @@ bool elementwise(activation a) { return a != activation::softmax; }
 }  // namespace
 
 template <class S>
-dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch)
+dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch, storage_fill fill)
     : act_(act),
       padded_batch_(round_up(max_batch, lanes<S>)),
-      kernel_(row_matrix<S>::Zero(inputs, units)),
-      bias_(row_vector<S>::Zero(units)),
-      kernel_grad_(row_matrix<S>::Zero(inputs, units)),
-      bias_grad_(row_vector<S>::Zero(units)),
+      kernel_(inputs, units),  // Eigen leaves a sized matrix uninitialised
+      bias_(units),
+      kernel_grad_(inputs, units),
+      bias_grad_(units),
       out_(row_matrix<S>::Zero(max_batch, units)),
       out_grad_(row_matrix<S>::Zero(max_batch, units)),
       grad_t_(row_matrix<S>::Zero(units, padded_batch_)) {
+  // Before the first write: the kernel is the one large buffer (see make_storage).
+  os::advise_huge_pages(kernel_.data(), static_cast<std::size_t>(kernel_.size()) * sizeof(S));
+  if (fill == storage_fill::zeroed) {
+    kernel_.setZero();
+    bias_.setZero();
+  }
   reserve_team(thread_count());
 }
 

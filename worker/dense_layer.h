@@ -11,6 +11,7 @@
 
 #include "worker/activation.h"
 #include "worker/parallel.h"
+#include "worker/parameter.h"
 #include "worker/tensor.h"
 
 namespace baton::worker {
@@ -28,7 +29,12 @@ struct gradient_sink {
 template <class S>
 class dense_layer {
  public:
-  dense_layer(idx inputs, idx units, activation act, idx max_batch);
+  // Kernel and bias start as `fill` says. Their gradients start uninitialised whatever `fill`:
+  // every backward pass writes them whole before anything reads them, and the fused step never
+  // touches them at all, so they never cost resident memory there (a fresh worker and a resumed
+  // one use the same). The pass buffers are zeroed.
+  dense_layer(idx inputs, idx units, activation act, idx max_batch,
+              storage_fill fill = storage_fill::zeroed);
 
   idx inputs() const { return kernel_.rows(); }
   idx units() const { return kernel_.cols(); }

@@ -16,7 +16,7 @@ model<S>::model(idx inputs, std::vector<dense_layer<S>> layers, loss_function<S>
 
 template <class S>
 result<model<S>> model<S>::create(const protocol::model_spec& spec, idx inputs, loss_kind loss,
-                                  idx max_batch) {
+                                  idx max_batch, storage_fill fill) {
   if (inputs <= 0) {
     return make_error("model: the data has " + std::to_string(inputs) +
                       " features; a dense model needs at least one");
@@ -35,7 +35,7 @@ result<model<S>> model<S>::create(const protocol::model_spec& spec, idx inputs, 
       return make_error("model.layers[" + std::to_string(i) +
                         "].units: expected a positive integer, got " + std::to_string(l.units));
     }
-    layers.emplace_back(width, static_cast<idx>(l.units), l.act, max_batch);
+    layers.emplace_back(width, static_cast<idx>(l.units), l.act, max_batch, fill);
     width = static_cast<idx>(l.units);
   }
   loss_function<S> lf(loss, spec.layers.back().act);

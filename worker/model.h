@@ -29,9 +29,10 @@ template <class S>
 class model {
  public:
   // Layers from `spec` (the initial_weights file, if any, is the trainer's to load through
-  // parameters()). Parameters start at zero: call init_glorot or load them.
+  // parameters()). Parameters start at zero (call init_glorot or load them), or uninitialised
+  // with storage_fill::uninitialised, for a caller that overwrites every one before use.
   static result<model> create(const protocol::model_spec& spec, idx inputs, loss_kind loss,
-                              idx max_batch);
+                              idx max_batch, storage_fill fill = storage_fill::zeroed);
 
   // Glorot & Bengio (AISTATS 2010) uniform init, Keras's default: kernel ~ U(-l, l) with
   // l = sqrt(6 / (fan_in + fan_out)), drawn row-major layer by layer from rng(seed); biases 0.
@@ -61,7 +62,8 @@ class model {
   // Clear errors for data that does not fit the model, for the trainer to check once up front.
   status check_data_shape(idx features, idx label_columns) const;
 
-  // In layer order: layers.0.kernel, layers.0.bias, layers.1.kernel, ...
+  // In layer order: layers.0.kernel, layers.0.bias, layers.1.kernel, ... The gradients are
+  // unspecified until the first plain train_step writes them (dense_layer leaves them unzeroed).
   std::vector<parameter<S>> parameters();
   std::int64_t parameter_count() const;
 

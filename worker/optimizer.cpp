@@ -27,7 +27,8 @@ void optimizer::step() {
 }
 
 result<std::unique_ptr<optimizer>> make_optimizer(const protocol::optimizer_spec& spec,
-                                                  std::vector<parameter<float>> params) {
+                                                  std::vector<parameter<float>> params,
+                                                  storage_fill fill) {
   const auto bad = [](const char* field, const char* expected, double got) {
     return make_error(std::string("training.optimizer.") + field + ": expected " + expected +
                       ", got " + std::to_string(got));
@@ -44,12 +45,12 @@ result<std::unique_ptr<optimizer>> make_optimizer(const protocol::optimizer_spec
       if (!(spec.epsilon >= 0) || !std::isfinite(spec.epsilon)) {
         return bad("epsilon", "a finite number >= 0", spec.epsilon);
       }
-      return std::unique_ptr<optimizer>(new adam(spec, std::move(params)));
+      return std::unique_ptr<optimizer>(new adam(spec, std::move(params), fill));
     case protocol::optimizer_kind::sgd:
       if (!(spec.momentum >= 0 && spec.momentum <= 1)) {
         return bad("momentum", "0 <= momentum <= 1", spec.momentum);
       }
-      return std::unique_ptr<optimizer>(new sgd(spec, std::move(params)));
+      return std::unique_ptr<optimizer>(new sgd(spec, std::move(params), fill));
   }
   return make_error("training.optimizer.kind: unknown optimizer");
 }

@@ -63,8 +63,10 @@ class optimizer {
 };
 
 // An Adam or SGD optimizer per `spec` over `params` (model<float>::parameters()). Errors name the
-// offending field of training.optimizer.
+// offending field of training.optimizer. Its state (moments, velocities) starts at zero, or
+// uninitialised with storage_fill::uninitialised when a restore will overwrite all of it.
 result<std::unique_ptr<optimizer>> make_optimizer(const protocol::optimizer_spec& spec,
-                                                  std::vector<parameter<float>> params);
+                                                  std::vector<parameter<float>> params,
+                                                  storage_fill fill = storage_fill::zeroed);
 
 }  // namespace baton::worker

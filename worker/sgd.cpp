@@ -2,13 +2,14 @@
 
 namespace baton::worker {
 
-sgd::sgd(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params)
+sgd::sgd(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params,
+         storage_fill fill)
     : optimizer(std::move(params)),
       lr_(static_cast<float>(spec.learning_rate)),
       momentum_(static_cast<float>(spec.momentum)),
       nesterov_(spec.nesterov) {
   if (spec.momentum != 0.0) {
-    for (const auto& p : params_) velocity_.emplace_back(p.value.size(), 0.0f);
+    for (const auto& p : params_) velocity_.push_back(make_storage<float>(p.value.size(), fill));
   }
 }
 
@@ -23,7 +24,7 @@ void sgd::update(std::size_t k, std::int64_t begin, std::int64_t end, const floa
     for (std::int64_t i = 0; i < n; ++i) w[i] -= g[i] * lr;
     return;
   }
-  float* __restrict u = velocity_[k].data() + begin;
+  float* __restrict u = velocity_[k].get() + begin;
   if (nesterov_) {
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) {
@@ -44,7 +45,9 @@ void sgd::update(std::size_t k, std::int64_t begin, std::int64_t end, const floa
 std::vector<state_tensor> sgd::state() {
   std::vector<state_tensor> s;
   for (std::size_t k = 0; k < velocity_.size(); ++k) {
-    s.push_back({"optimizer." + params_[k].name + ".momentum", params_[k].shape, velocity_[k]});
+    s.push_back({"optimizer." + params_[k].name + ".momentum",
+                 params_[k].shape,
+                 {velocity_[k].get(), params_[k].value.size()}});
   }
   return s;
 }

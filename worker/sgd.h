@@ -10,7 +10,8 @@ namespace baton::worker {
 class sgd final : public optimizer {
  public:
   // Use make_optimizer (which validates the spec).
-  sgd(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params);
+  sgd(const protocol::optimizer_spec& spec, std::vector<parameter<float>> params,
+      storage_fill fill = storage_fill::zeroed);
 
   // momentum 0:  w -= g * lr
   // otherwise:   velocity = velocity * momentum - g * lr
@@ -25,7 +26,7 @@ class sgd final : public optimizer {
  private:
   float lr_, momentum_;
   bool nesterov_;
-  std::vector<std::vector<float>> velocity_;
+  std::vector<std::unique_ptr<float[]>> velocity_;  // params_[k].value.size() each
 };
 
 }  // namespace baton::worker

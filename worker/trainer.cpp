@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <stdexcept>
 
 #include "os/env.h"
 #include "protocol/digest.h"
@@ -43,10 +46,10 @@ protocol::tensor_view make_view(std::string name, dtype type, std::vector<std::i
 }
 
 // Strict decimal metadata value.
-result<std::int64_t> parse_count(const protocol::checkpoint_view& c, const char* key,
-                                 std::string_view what) {
-  auto it = c.metadata.find(key);
-  if (it == c.metadata.end()) {
+result<std::int64_t> parse_count(const std::map<std::string, std::string>& metadata,
+                                 const char* key, std::string_view what) {
+  auto it = metadata.find(key);
+  if (it == metadata.end()) {
     return make_error(std::string(what) + ": metadata has no " + in_quotes(key));
   }
   const std::string& s = it->second;
@@ -59,19 +62,19 @@ result<std::int64_t> parse_count(const protocol::checkpoint_view& c, const char*
   return v;
 }
 
-// Checks that `t` exists with this dtype and shape.
-result<const protocol::tensor_view*> expect_tensor(const protocol::checkpoint_view& c,
-                                                   const std::string& name, dtype type,
-                                                   const std::vector<std::int64_t>& shape,
-                                                   std::string_view what) {
-  const protocol::tensor_view* t = c.find(name);
+// Checks that tensor `name` of `c` (a checkpoint_view or checkpoint_index) exists with this
+// dtype and shape.
+template <class C>
+status expect_tensor(const C& c, const std::string& name, dtype type,
+                     const std::vector<std::int64_t>& shape, std::string_view what) {
+  const auto* t = c.find(name);
   if (t == nullptr) return make_error(std::string(what) + ": no tensor " + in_quotes(name));
   if (t->type != type || t->shape != shape) {
     return make_error(std::string(what) + ": tensor " + in_quotes(name) + " is " +
                       std::string(to_string(t->type)) + " " + shape_string(t->shape) +
                       ", expected " + std::string(to_string(type)) + " " + shape_string(shape));
   }
-  return t;
+  return {};
 }
 
 std::string data_fingerprint(const dataset& d) {
@@ -199,7 +202,7 @@ status load_initial_weights(model<float>& m, const checkpoint& file, std::string
 }
 
 trainer::trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<model<float>> m,
-                 std::unique_ptr<optimizer> opt, protocol::job_geometry g)
+                 std::unique_ptr<optimizer> opt, protocol::job_geometry g, bool awaiting_restore)
     : spec_(spec),
       data_(std::move(data)),
       model_(std::move(m)),
@@ -207,6 +210,7 @@ trainer::trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<m
       geometry_(g),
       spec_fingerprint_(spec_fingerprint(spec)),
       data_fingerprint_(data_fingerprint(data_)),
+      awaiting_restore_(awaiting_restore),
       shuffle_rng_(0) {
   xb_.resize(spec.training->batch_size, data_.x.cols());
   yb_.resize(spec.training->batch_size, data_.y.cols());
@@ -232,8 +236,11 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
                       std::to_string(g.total_steps) + ", shard_steps " +
                       std::to_string(g.shard_steps));
   }
+  // A resume writes every weight and moment in restore(): nothing to zero before that.
+  const storage_fill fill = init == initial_weights::left_for_restore ? storage_fill::uninitialised
+                                                                      : storage_fill::zeroed;
   auto m = model<float>::create(*spec.model, data.x.cols(), spec.training->loss,
-                                spec.training->batch_size);
+                                spec.training->batch_size, fill);
   if (!m) return m.error();
   if (auto ok = m->check_data_shape(data.x.cols(), data.y.cols()); !ok) return ok.error();
   auto owned = std::make_unique<model<float>>(std::move(*m));
@@ -251,10 +258,20 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
   } else {
     owned->init_glorot(spec.training->seed);
   }
-  auto opt = make_optimizer(spec.training->optimizer, owned->parameters());
+  auto opt = make_optimizer(spec.training->optimizer, owned->parameters(), fill);
   if (!opt) return opt.error();
-  return std::unique_ptr<trainer>(
-      new trainer(spec, std::move(data), std::move(owned), std::move(*opt), g));
+  return std::unique_ptr<trainer>(new trainer(spec, std::move(data), std::move(owned),
+                                              std::move(*opt), g,
+                                              init == initial_weights::left_for_restore));
+}
+
+void trainer::require_restored(const char* what) const {
+  // A caller bug, not an input error: the state is uninitialised memory, and stepping or saving
+  // it would spread garbage into a checkpoint that verifies.
+  if (awaiting_restore_) {
+    throw std::logic_error(std::string("trainer::") + what +
+                           " before a successful restore (made with left_for_restore)");
+  }
 }
 
 void trainer::begin_epoch() {
@@ -276,6 +293,7 @@ double trainer::epoch_accuracy() const {
 }
 
 step_outcome trainer::run_step() {
+  require_restored("run_step");
   const std::int64_t spe = geometry_.steps_per_epoch;
   const std::int64_t batch = spec_.training->batch_size;
   const std::int64_t k = step_ % spe;
@@ -326,6 +344,7 @@ step_outcome trainer::run_step() {
 }
 
 protocol::checkpoint_view trainer::snapshot_view() {
+  require_restored("snapshot_view");
   protocol::checkpoint_view c;
   const std::int64_t spe = geometry_.steps_per_epoch;
   c.metadata[protocol::meta::job] = spec_.name;
@@ -379,7 +398,17 @@ status trainer::restore(const checkpoint& c, std::string_view what) {
   return restore(protocol::view_of(c), what);
 }
 
-status trainer::restore(const protocol::checkpoint_view& c, std::string_view what) {
+struct trainer::restore_plan {
+  std::int64_t step = 0, iterations = 0, samples = 0;
+  double sums[2] = {0, 0};
+  // Every weight and optimizer state tensor, by name, and where its bytes go.
+  std::vector<std::pair<std::string, std::span<float>>> targets;
+  std::vector<std::int64_t> order;  // the sample order this build derives for the epoch
+  rng derived{0};                   // as left after drawing it
+};
+
+template <class C>
+result<trainer::restore_plan> trainer::plan_restore(const C& c, std::string_view what) const {
   const std::string w(what);
   const auto fail = [&](const std::string& msg) { return make_error(w + ": " + msg); };
 
@@ -411,25 +440,26 @@ status trainer::restore(const protocol::checkpoint_view& c, std::string_view wha
                 dfp->second + ", now " + data_fingerprint_ + ")");
   }
 
+  restore_plan p;
   const std::int64_t spe = geometry_.steps_per_epoch;
-  auto step = parse_count(c, protocol::meta::step, what);
+  auto step = parse_count(c.metadata, protocol::meta::step, what);
   if (!step) return step.error();
   if (*step > geometry_.total_steps) {
     return fail("step " + std::to_string(*step) + " is past the job's last step " +
                 std::to_string(geometry_.total_steps));
   }
-  auto ep = parse_count(c, protocol::meta::epoch, what);
+  auto ep = parse_count(c.metadata, protocol::meta::epoch, what);
   if (!ep) return ep.error();
-  auto sie = parse_count(c, trainer_meta::step_in_epoch, what);
+  auto sie = parse_count(c.metadata, trainer_meta::step_in_epoch, what);
   if (!sie) return sie.error();
   if (*ep != *step / spe || *sie != *step % spe) {
     return fail("epoch " + std::to_string(*ep) + " and step_in_epoch " + std::to_string(*sie) +
                 " do not match step " + std::to_string(*step) + " at " + std::to_string(spe) +
                 " steps per epoch");
   }
-  auto iters = parse_count(c, trainer_meta::optimizer_iterations, what);
+  auto iters = parse_count(c.metadata, trainer_meta::optimizer_iterations, what);
   if (!iters) return iters.error();
-  auto samples = parse_count(c, trainer_meta::epoch_samples, what);
+  auto samples = parse_count(c.metadata, trainer_meta::epoch_samples, what);
   if (!samples) return samples.error();
   const std::int64_t expected_samples =
       std::min(*sie * spec_.training->batch_size, geometry_.train_samples);
@@ -438,7 +468,6 @@ status trainer::restore(const protocol::checkpoint_view& c, std::string_view wha
                 std::to_string(*sie) + " steps into the epoch (" +
                 std::to_string(expected_samples) + ")");
   }
-  double sums[2] = {0, 0};
   const char* sum_keys[2] = {trainer_meta::epoch_loss_sum, trainer_meta::epoch_accuracy_sum};
   for (int i = 0; i < 2; ++i) {
     auto it = c.metadata.find(sum_keys[i]);
@@ -446,48 +475,109 @@ status trainer::restore(const protocol::checkpoint_view& c, std::string_view wha
       return fail(std::string("metadata has no ") + in_quotes(sum_keys[i]));
     auto v = parse_exact_double(it->second);
     if (!v) return fail(std::string("metadata ") + sum_keys[i] + ": " + v.error().message);
-    sums[i] = *v;
+    p.sums[i] = *v;
   }
+  p.step = *step;
+  p.iterations = *iters;
+  p.samples = *samples;
 
-  // Tensors: check all before touching anything.
-  auto params = model_->parameters();
-  auto state = opt_->state();
-  std::vector<std::pair<std::span<float>, const protocol::tensor_view*>> copies;
-  for (const auto& p : params) {
-    auto t = expect_tensor(c, p.name, dtype::f32, p.shape, what);
-    if (!t) return t.error();
-    copies.emplace_back(p.value, *t);
+  // Every tensor, checked before any is touched: each weight and moment must be there, so none
+  // is left as it was (uninitialised memory, in a trainer made for the restore).
+  for (const auto& prm : model_->parameters()) {
+    if (auto t = expect_tensor(c, prm.name, dtype::f32, prm.shape, what); !t) return t.error();
+    p.targets.emplace_back(prm.name, prm.value);
   }
-  for (const auto& s : state) {
-    auto t = expect_tensor(c, s.name, dtype::f32, s.shape, what);
-    if (!t) return t.error();
-    copies.emplace_back(s.value, *t);
+  for (const auto& st : opt_->state()) {
+    if (auto t = expect_tensor(c, st.name, dtype::f32, st.shape, what); !t) return t.error();
+    p.targets.emplace_back(st.name, st.value);
   }
-  auto order_t = expect_tensor(c, "data.order", dtype::i64, {geometry_.train_samples}, what);
-  if (!order_t) return order_t.error();
+  if (auto t = expect_tensor(c, "data.order", dtype::i64, {geometry_.train_samples}, what); !t) {
+    return t.error();
+  }
+  if (auto t = expect_tensor(c, "rng.state", dtype::u64,
+                             {static_cast<std::int64_t>(rng::state_words{}.size())}, what);
+      !t) {
+    return t.error();
+  }
+  p.order = epoch_order(spec_.training->seed, *step / spe, geometry_.train_samples,
+                        spec_.training->shuffle, p.derived);
+  return p;
+}
+
+void trainer::finish_restore(restore_plan& p) {
+  opt_->set_iterations(p.iterations);
+  step_ = p.step;
+  order_ = std::move(p.order);
+  shuffle_rng_ = p.derived;
+  loss_sum_ = p.sums[0];
+  accuracy_sum_ = p.sums[1];
+  samples_ = p.samples;
+  awaiting_restore_ = false;
+}
+
+namespace {
+
+// The order is derived, not free: a mismatch means another build's shuffle or a damaged file.
+bool same_order(const std::vector<std::int64_t>& order, const rng& derived,
+                std::string_view order_bytes, std::string_view rng_bytes) {
   rng::state_words words{};
-  auto rng_t =
-      expect_tensor(c, "rng.state", dtype::u64, {static_cast<std::int64_t>(words.size())}, what);
-  if (!rng_t) return rng_t.error();
-  std::memcpy(words.data(), (*rng_t)->bytes.data(), sizeof words);
-  // The order is derived, not free: a mismatch means another build's shuffle or a damaged file.
-  rng derived(0);
-  const auto order = epoch_order(spec_.training->seed, *step / spe, geometry_.train_samples,
-                                 spec_.training->shuffle, derived);
-  if (std::memcmp(order.data(), (*order_t)->bytes.data(), (*order_t)->bytes.size()) != 0 ||
-      derived.state() != words) {
-    return fail("data.order and rng.state are not the sample order this worker derives for epoch " +
-                std::to_string(*step / spe) + " (written by a different baton-worker build?)");
+  if (order_bytes.size() != order.size() * sizeof(std::int64_t) ||
+      rng_bytes.size() != sizeof words) {
+    return false;
   }
+  std::memcpy(words.data(), rng_bytes.data(), sizeof words);
+  return std::memcmp(order.data(), order_bytes.data(), order_bytes.size()) == 0 &&
+         derived.state() == words;
+}
 
-  for (auto& [dst, t] : copies) std::memcpy(dst.data(), t->bytes.data(), t->bytes.size());
-  opt_->set_iterations(*iters);
-  step_ = *step;
-  order_ = order;
-  shuffle_rng_ = derived;
-  loss_sum_ = sums[0];
-  accuracy_sum_ = sums[1];
-  samples_ = *samples;
+std::string order_mismatch(std::string_view what, std::int64_t epoch) {
+  return std::string(what) +
+         ": data.order and rng.state are not the sample order this worker derives for epoch " +
+         std::to_string(epoch) + " (written by a different baton-worker build?)";
+}
+
+}  // namespace
+
+status trainer::restore(const protocol::checkpoint_view& c, std::string_view what) {
+  auto p = plan_restore(c, what);
+  if (!p) return p.error();
+  if (!same_order(p->order, p->derived, c.find("data.order")->bytes, c.find("rng.state")->bytes)) {
+    return make_error(order_mismatch(what, p->step / geometry_.steps_per_epoch));
+  }
+  for (auto& [name, dst] : p->targets) {
+    std::memcpy(dst.data(), c.find(name)->bytes.data(), dst.size_bytes());
+  }
+  finish_restore(*p);
+  return {};
+}
+
+status trainer::restore(const protocol::checkpoint_index& c,
+                        const protocol::range_reader_into& read, std::string_view what) {
+  auto p = plan_restore(c, what);
+  if (!p) return p.error();
+  std::vector<std::int64_t> order(p->order.size());
+  rng::state_words words{};
+  std::map<std::string_view, std::span<char>> into;
+  for (auto& [name, dst] : p->targets) {
+    into[name] = std::span<char>(reinterpret_cast<char*>(dst.data()), dst.size_bytes());
+  }
+  into["data.order"] =
+      std::span<char>(reinterpret_cast<char*>(order.data()), order.size() * sizeof order[0]);
+  into["rng.state"] = std::span<char>(reinterpret_cast<char*>(words.data()), sizeof words);
+  // From here the tensors are being overwritten: until this succeeds they are no state at all.
+  awaiting_restore_ = true;
+  const auto dest = [&](const protocol::tensor_extent& t) -> std::span<char> {
+    auto it = into.find(t.name);
+    return it == into.end() ? std::span<char>() : it->second;  // others: read, hashed, dropped
+  };
+  if (auto s = protocol::read_checkpoint_tensors(c, read, dest, what); !s) return s;
+  const std::string_view order_bytes(reinterpret_cast<const char*>(order.data()),
+                                     order.size() * sizeof order[0]);
+  const std::string_view rng_bytes(reinterpret_cast<const char*>(words.data()), sizeof words);
+  if (!same_order(p->order, p->derived, order_bytes, rng_bytes)) {
+    return make_error(order_mismatch(what, p->step / geometry_.steps_per_epoch));
+  }
+  finish_restore(*p);
   return {};
 }
 

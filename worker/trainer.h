@@ -56,11 +56,14 @@ struct step_outcome {
 };
 
 // Where create() takes the weights from. A worker that resumes overwrites every weight and all
-// optimizer state in restore(), so drawing the Glorot init (or reading model.initial_weights)
-// first would be work thrown away: for the seed job a quarter of a new worker's start-up.
+// optimizer state in restore(), so drawing the Glorot init (or reading model.initial_weights),
+// or even zeroing the buffers, first would be work thrown away: for the seed job most of a new
+// worker's start-up.
 enum class initial_weights {
-  from_spec,         // model.initial_weights if set, else Glorot from training.seed
-  left_for_restore,  // none (zeros): restore() must succeed before the first run_step
+  from_spec,  // model.initial_weights if set, else Glorot from training.seed; moments zero
+  // None: weights and optimizer state are allocated uninitialised, and the trainer refuses to
+  // step or snapshot (std::logic_error) until a restore() has written every one of them.
+  left_for_restore,
 };
 
 class trainer {
@@ -74,10 +77,19 @@ class trainer {
 
   // Replaces the whole training state with a checkpoint's after checking that it belongs to this
   // job spec and data (fingerprints), that every tensor has the expected name, dtype and shape,
-  // and that its sample order is the one this build derives. On failure nothing is changed.
-  // `what` names the checkpoint in messages.
+  // and that its sample order is the one this build derives. On failure nothing is changed (a
+  // trainer still awaiting its first restore keeps awaiting it). `what` names the checkpoint in
+  // messages.
   status restore(const protocol::checkpoint& c, std::string_view what);
   status restore(const protocol::checkpoint_view& c, std::string_view what);
+  // The same from a file index_checkpoint_streamed verified, whose tensors `read` reads: every
+  // weight and moment goes straight from the file into the model's and optimizer's buffers
+  // (protocol::read_checkpoint_tensors, which checks the file's digest again as the bytes land),
+  // so no copy of the file is ever held. The header is checked whole before the first byte is
+  // read, and a failure there changes nothing; a failed read or digest after that leaves the
+  // trainer awaiting_restore() (its tensors partly written).
+  status restore(const protocol::checkpoint_index& c, const protocol::range_reader_into& read,
+                 std::string_view what);
 
   // The state at the current step boundary as a checkpoint (tensor names in protocol/README.md).
   protocol::checkpoint snapshot();
@@ -85,8 +97,12 @@ class trainer {
   // without copying the model. Valid until the next run_step, restore or snapshot_view.
   protocol::checkpoint_view snapshot_view();
 
-  // Runs the next step; requires !finished().
+  // Runs the next step; requires !finished() and !awaiting_restore().
   step_outcome run_step();
+
+  // Made with initial_weights::left_for_restore and not yet restored: the weights and optimizer
+  // state are uninitialised memory, so run_step and the snapshots throw std::logic_error.
+  bool awaiting_restore() const { return awaiting_restore_; }
 
   std::int64_t step() const { return step_; }
   bool finished() const { return step_ >= geometry_.total_steps; }
@@ -99,7 +115,14 @@ class trainer {
 
  private:
   trainer(const protocol::job_spec& spec, dataset data, std::unique_ptr<model<float>> m,
-          std::unique_ptr<optimizer> opt, protocol::job_geometry g);
+          std::unique_ptr<optimizer> opt, protocol::job_geometry g, bool awaiting_restore);
+  void require_restored(const char* what) const;
+  // What a checkpoint's header says, checked against this trainer (restore's first half).
+  struct restore_plan;
+  template <class C>
+  result<restore_plan> plan_restore(const C& c, std::string_view what) const;
+  // Restore's second half, once the tensors are in place and data.order and rng.state match.
+  void finish_restore(restore_plan& p);
   // Sample order and sums for the epoch step_ belongs to.
   void begin_epoch();
 
@@ -110,6 +133,7 @@ class trainer {
   protocol::job_geometry geometry_;
   std::string spec_fingerprint_, data_fingerprint_;
 
+  bool awaiting_restore_ = false;
   std::int64_t step_ = 0;
   std::vector<std::int64_t> order_;       // this epoch's permutation of [0, train_samples)
   rng shuffle_rng_;                       // as left after drawing order_

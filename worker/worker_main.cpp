@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -143,10 +144,10 @@ int run(worker_options opt) {
     return fail(exit_runtime_error, ok.error().message);
   }
   protocol::checkpoint_store store(e, opt.checkpoint_dir, spec->checkpoints.keep);
-  // Views into the file read once, not a decoded copy of it: resuming then holds the state twice
-  // (file and model) instead of three times. Read before the model is made, so a resume skips
-  // the initial weights that the restore would overwrite.
-  auto loaded = store.load_newest_file();
+  // Verified in bounded chunks and left open, never held: the restore reads each tensor straight
+  // into the model, so a resume holds the state once. Found before the model is made, so a
+  // resume skips the initial weights (and the zeroing) that the restore would overwrite.
+  auto loaded = store.open_newest();
   if (!loaded) return fail(exit_runtime_error, loaded.error().message);
 
   auto data = load_dataset(e, *spec->data, spec->training->loss, spec->model->layers.back().units);
@@ -163,12 +164,15 @@ int run(worker_options opt) {
   if (*loaded) {
     for (const auto& r : (*loaded)->rejected) log("rejected checkpoint " + r);
     resumed_path = (*loaded)->path;
-    if (auto ok = t.restore((*loaded)->data, resumed_path.string()); !ok) {
+    os::readable_file& file = *(*loaded)->file;
+    const auto read = [&](std::uint64_t offset, std::span<char> out) {
+      return file.read_into(offset, out);
+    };
+    if (auto ok = t.restore((*loaded)->index, read, resumed_path.string()); !ok) {
       return fail(exit_bad_config, ok.error().message);
     }
     resumed_step = t.step();
-    // The trainer holds its own copy now; keeping this one would cost the whole state again.
-    loaded->reset();
+    loaded->reset();  // closes the file
   }
   std::int64_t boundary = shard_boundary(t.step(), g);
   if (opt.max_steps) boundary = std::min(boundary, t.step() + *opt.max_steps);

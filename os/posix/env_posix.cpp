@@ -113,6 +113,24 @@ class posix_readable_file final : public readable_file {
     return {};
   }
 
+  status read_into(std::uint64_t offset, std::span<char> out) override {
+    std::size_t got = 0;
+    while (got < out.size()) {
+      const ssize_t r =
+          ::pread(fd_, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return errno_error("read", path_, errno);
+      }
+      if (r == 0) {
+        return with_context("read " + path_.string(),
+                            short_read_error(offset, out.size(), offset + got));
+      }
+      got += static_cast<std::size_t>(r);
+    }
+    return {};
+  }
+
  private:
   std::filesystem::path path_;
   int fd_;

@@ -1,3 +1,4 @@
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +19,14 @@ bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 result<std::uint64_t> own_rss_bytes() { return procfs::rss_bytes_of(current_pid()); }
+
+result<std::uint64_t> waited_children_peak_rss_bytes() {
+  struct rusage u {};
+  if (::getrusage(RUSAGE_CHILDREN, &u) != 0) {
+    return make_error("getrusage(RUSAGE_CHILDREN) failed");
+  }
+  return static_cast<std::uint64_t>(u.ru_maxrss) * 1024;  // Linux counts in KiB
+}
 
 std::int64_t current_pid() { return static_cast<std::int64_t>(::getpid()); }
 

@@ -84,6 +84,28 @@ class windows_readable_file final : public readable_file {
     return {};
   }
 
+  status read_into(std::uint64_t offset, std::span<char> out) override {
+    std::size_t got = 0;
+    while (got < out.size()) {
+      OVERLAPPED at{};
+      const std::uint64_t pos = offset + got;
+      at.Offset = static_cast<DWORD>(pos & 0xffffffffu);
+      at.OffsetHigh = static_cast<DWORD>(pos >> 32);
+      const DWORD chunk = static_cast<DWORD>(std::min<std::size_t>(out.size() - got, 1u << 30));
+      DWORD r = 0;
+      if (!::ReadFile(h_.get(), out.data() + got, chunk, &r, &at)) {
+        if (::GetLastError() != ERROR_HANDLE_EOF) return os_error("read " + utf8(path_));
+        r = 0;
+      }
+      if (r == 0) {
+        return with_context("read " + utf8(path_),
+                            short_read_error(offset, out.size(), offset + got));
+      }
+      got += r;
+    }
+    return {};
+  }
+
  private:
   std::filesystem::path path_;
   unique_handle h_;

@@ -38,6 +38,11 @@ result<std::uint64_t> own_rss_bytes() {
   return static_cast<std::uint64_t>(counters.WorkingSetSize);
 }
 
+result<std::uint64_t> waited_children_peak_rss_bytes() {
+  // Windows keeps a peak per process handle (PeakWorkingSetSize), not over waited-for children.
+  return make_error("the peak memory of waited-for children is not accounted on Windows");
+}
+
 std::int64_t current_pid() { return static_cast<std::int64_t>(::GetCurrentProcessId()); }
 
 std::uint64_t physical_memory_bytes() {

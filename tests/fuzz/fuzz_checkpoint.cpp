@@ -4,10 +4,14 @@
 // past the digest check otherwise and the layout checks behind it would go unexplored.
 // Invariants: no throw or crash; rejections have a message; an accepted file has consistent
 // tensors, checkpoint_digest agrees with it, and it re-encodes (encode accepts whatever decode
-// accepts) to bytes that decode to the same tensors and metadata and re-encode identically.
+// accepts) to bytes that decode to the same tensors and metadata and re-encode identically. The
+// resume's path (index_checkpoint_streamed in small chunks, then read_checkpoint_tensors into
+// buffers of their own) accepts exactly the files decode accepts, and reads the same tensors.
 #include <cstring>
 #include <map>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "protocol/checkpoint.h"
 #include "protocol/digest.h"
@@ -60,8 +64,44 @@ std::map<std::string, std::string> content_metadata(const checkpoint& c) {
   return m;
 }
 
+void check_streamed(std::string_view bytes, const baton::result<checkpoint>& c) {
+  const range_reader read = [&](std::uint64_t offset, std::size_t n, std::string& out) {
+    out = offset >= bytes.size() ? std::string() : std::string(bytes.substr(offset, n));
+    return baton::status{};
+  };
+  auto idx = index_checkpoint_streamed(read, bytes.size(), "fuzz.ckpt", 7);
+  BATON_FUZZ_CHECK(idx.has_value() == c.has_value(),
+                   idx ? "the streamed index accepts a file decode rejects"
+                       : "the streamed index rejects a decodable file: " + idx.error().message);
+  if (!idx) return;
+  BATON_FUZZ_CHECK(idx->metadata == c->metadata, "the index has other metadata");
+  BATON_FUZZ_CHECK(idx->tensors.size() == c->tensors.size(), "the index has other tensors");
+  std::vector<std::string> got(idx->tensors.size());
+  const range_reader_into into = [&](std::uint64_t offset, std::span<char> out) {
+    if (offset > bytes.size() || out.size() > bytes.size() - offset) {
+      return baton::status(baton::make_error("past the end"));
+    }
+    std::memcpy(out.data(), bytes.data() + offset, out.size());
+    return baton::status{};
+  };
+  const auto dest = [&](const tensor_extent& t) -> std::span<char> {
+    auto& g = got[static_cast<std::size_t>(&t - idx->tensors.data())];
+    g.assign(t.size, '\0');
+    return {g.data(), g.size()};
+  };
+  const auto read_all = read_checkpoint_tensors(*idx, into, dest, "fuzz.ckpt", 5);
+  BATON_FUZZ_CHECK(read_all.has_value(),
+                   "the tensors of an indexed file do not read back: " + read_all.error().message);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto& t = c->tensors[i];
+    BATON_FUZZ_CHECK(idx->tensors[i].name == t.name && got[i] == t.bytes,
+                     "tensor " + t.name + " reads back otherwise than decoded");
+  }
+}
+
 void check(std::string_view bytes) {
   auto c = decode_checkpoint(bytes, "fuzz.ckpt");
+  check_streamed(bytes, c);
   if (!c) {
     const std::string message = c.error().message;
     BATON_FUZZ_CHECK(message.rfind("fuzz.ckpt: ", 0) == 0,

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <span>
 
 #include "support/test_paths.h"
 
@@ -96,6 +97,57 @@ TEST_CASE("posix readable file reads any range", "[unit][env]") {
   // be empty: close the reader first.
   f->reset();
   fs::remove_all(dir);
+}
+
+TEST_CASE("readable files read_into their caller's memory, and refuse to run past the end",
+          "[unit][env]") {
+  auto& e = baton::os::env::default_env();
+  const auto dir = scratch_dir("read-into");
+  const auto path = dir / "f";
+  REQUIRE(baton::os::write_file_atomic(e, path, "0123456789"));
+  auto f = e.new_readable_file(path);
+  REQUIRE(f);
+  char buf[6] = {'x', 'x', 'x', 'x', 'x', 'x'};
+  REQUIRE((*f)->read_into(2, std::span<char>(buf, 5)));
+  CHECK(std::string(buf, 6) == "23456x");
+  REQUIRE((*f)->read_into(10, std::span<char>()));  // nothing, at the very end
+  const auto past = (*f)->read_into(7, std::span<char>(buf, 5));
+  REQUIRE_FALSE(past);
+  CHECK_THAT(past.error().message, Catch::Contains("ended at byte 10"));
+  CHECK_THAT(past.error().message, Catch::Contains("f"));
+  f->reset();
+  fs::remove_all(dir);
+}
+
+namespace {
+// A file that implements read() alone, as a test double would: read_into falls back on it.
+class read_only_file final : public baton::os::readable_file {
+ public:
+  explicit read_only_file(std::string data) : data_(std::move(data)) {}
+  std::uint64_t size() const override { return data_.size(); }
+  baton::status read(std::uint64_t offset, std::size_t n, std::string& out) override {
+    ++reads;
+    out = offset >= data_.size() ? std::string() : data_.substr(offset, n);
+    return {};
+  }
+  int reads = 0;
+
+ private:
+  std::string data_;
+};
+}  // namespace
+
+TEST_CASE("read_into falls back on read() in bounded pieces", "[unit][env]") {
+  std::string data(3 << 20, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 4096);
+  read_only_file f(data);
+  std::string out(data.size() - 5, '\0');
+  REQUIRE(f.read_into(5, std::span<char>(out.data(), out.size())));
+  CHECK(out == data.substr(5));
+  CHECK(f.reads >= 3);  // never the whole range at once
+  const auto past = f.read_into(data.size() - 2, std::span<char>(out.data(), 4));
+  REQUIRE_FALSE(past);
+  CHECK_THAT(past.error().message, Catch::Contains("ended at byte " + std::to_string(data.size())));
 }
 
 TEST_CASE("default env tells files, folders and missing entries apart without following",

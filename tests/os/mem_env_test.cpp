@@ -1,6 +1,7 @@
 #include "os/mem_env.h"
 
 #include <catch2/catch.hpp>
+#include <span>
 #include <thread>
 
 #include "support/test_paths.h"
@@ -32,6 +33,19 @@ TEST_CASE("mem_env writes, reads, renames and removes", "[unit][mem_env]") {
   CHECK(e.list_dir("/a/b").value().empty());
   CHECK(e.files().empty());
   REQUIRE(e.sync_dir("/a/b"));
+}
+
+TEST_CASE("mem_env files read_into their caller's memory", "[unit][mem_env]") {
+  mem_env e;
+  REQUIRE(e.put("/f", "0123456789"));
+  auto f = e.new_readable_file("/f");
+  REQUIRE(f);
+  char buf[4] = {};
+  REQUIRE((*f)->read_into(6, std::span<char>(buf, 4)));
+  CHECK(std::string(buf, 4) == "6789");
+  const auto past = (*f)->read_into(7, std::span<char>(buf, 4));
+  REQUIRE_FALSE(past);
+  CHECK_THAT(past.error().message, Catch::Contains("ended at byte 10"));
 }
 
 TEST_CASE("mem_env reports missing paths like the OS does", "[unit][mem_env]") {

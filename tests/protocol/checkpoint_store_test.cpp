@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <span>
 
 #include "os/fault_env.h"
 #include "os/mem_env.h"
@@ -377,6 +378,41 @@ TEST_CASE("checkpoint store verify reads the real file system in chunks",
   REQUIRE(digest);
   CHECK(*digest == *checkpoint_digest(*bytes));
   fs::remove_all(d);
+}
+
+TEST_CASE("checkpoint store open_newest verifies in chunks and leaves the file open to read",
+          "[unit][checkpoint_store]") {
+  baton::os::mem_env mem;
+  checkpoint_store s(mem, dir, 3);
+  CHECK_FALSE(*s.open_newest());  // nothing saved yet: nothing, and no error
+  REQUIRE(s.save(at_step(4)));
+  REQUIRE(s.save(at_step(8, 5.0f)));
+  REQUIRE(s.save(at_step(12, 9.0f)));
+  // The newest damaged in a tensor, the next one misnamed: both rejected, with their reasons.
+  auto bytes = mem.read_file(s.path_for_step(12));
+  REQUIRE(bytes);
+  std::string bad = *bytes;
+  bad.back() ^= 1;
+  REQUIRE(mem.put(s.path_for_step(12), bad));
+  REQUIRE(mem.rename_file(s.path_for_step(8), dir / "ckpt-000000000010.safetensors"));
+  auto f = s.open_newest(3);
+  REQUIRE(f);
+  REQUIRE(*f);
+  CHECK((*f)->path == s.path_for_step(4));
+  CHECK((*f)->index.step() == 4);
+  REQUIRE((*f)->rejected.size() == 2);
+  CHECK_THAT((*f)->rejected[0], Catch::Contains("digest mismatch"));
+  CHECK_THAT((*f)->rejected[1], Catch::Contains("file name says step 10"));
+  const auto* w = (*f)->index.find("w");
+  REQUIRE(w);
+  std::string got(w->size, '\0');
+  REQUIRE((*f)->file->read_into(w->offset, std::span<char>(got.data(), got.size())));
+  CHECK(got == at_step(4).tensors[0].bytes);
+  // Only damaged files: an error listing each.
+  REQUIRE(mem.put(s.path_for_step(4), "not a checkpoint"));
+  auto none = s.open_newest();
+  REQUIRE_FALSE(none);
+  CHECK_THAT(none.error().message, Catch::Contains("3 files, all rejected"));
 }
 
 TEST_CASE("checkpoint store load_newest_file views the file it read", "[unit][checkpoint_store]") {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 
 #include "protocol/digest.h"
 
@@ -532,6 +533,98 @@ TEST_CASE("streamed digest check reports read errors and short files", "[unit][c
   auto s = checkpoint_digest_streamed(reader_of(shorter), bytes.size(), "f", 4);
   REQUIRE_FALSE(s);
   CHECK_THAT(s.error().message, Catch::Contains("ended"));
+}
+
+namespace {
+range_reader_into reader_into(const std::string& bytes, int* reads = nullptr) {
+  return [&bytes, reads](std::uint64_t offset, std::span<char> out) -> baton::status {
+    if (reads) ++*reads;
+    if (offset > bytes.size() || out.size() > bytes.size() - offset) {
+      return baton::make_error("file ended");
+    }
+    std::memcpy(out.data(), bytes.data() + offset, out.size());
+    return {};
+  };
+}
+}  // namespace
+
+TEST_CASE("a checkpoint index places every tensor, and its tensors read into their destinations",
+          "[unit][checkpoint]") {
+  const checkpoint c = sample();
+  auto bytes = encode_checkpoint(c);
+  REQUIRE(bytes);
+  for (std::size_t chunk : {std::size_t{1}, std::size_t{5}, std::size_t{1} << 20}) {
+    INFO("chunk " << chunk);
+    auto idx = index_checkpoint_streamed(reader_of(*bytes), bytes->size(), "f", chunk);
+    REQUIRE(idx);
+    CHECK(idx->step() == 1234);
+    CHECK(idx->metadata == decode_checkpoint(*bytes, "f")->metadata);
+    CHECK(idx->head == bytes->substr(0, idx->tensors.at(0).offset));
+    REQUIRE(idx->tensors.size() == c.tensors.size());
+    for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+      const auto& t = idx->tensors[i];
+      CHECK(t.name == c.tensors[i].name);
+      CHECK(t.type == c.tensors[i].type);
+      CHECK(t.shape == c.tensors[i].shape);
+      CHECK(bytes->substr(t.offset, t.size) == c.tensors[i].bytes);
+    }
+    CHECK(idx->find("rng.state") == &idx->tensors[3]);
+    CHECK(idx->find("nope") == nullptr);
+    // Each tensor into its own buffer, but the second one skipped (read, hashed, dropped).
+    std::vector<std::string> into(c.tensors.size());
+    int reads = 0;
+    const auto dest = [&](const tensor_extent& t) -> std::span<char> {
+      const auto i = static_cast<std::size_t>(&t - idx->tensors.data());
+      if (i == 1) return {};
+      into[i].assign(t.size, '?');
+      return {into[i].data(), into[i].size()};
+    };
+    REQUIRE(read_checkpoint_tensors(*idx, reader_into(*bytes, &reads), dest, "f", chunk));
+    for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+      if (i != 1) CHECK(into[i] == c.tensors[i].bytes);
+    }
+    CHECK(into[1].empty());
+    if (chunk == 1) CHECK(reads > 100);  // the pieces are bounded
+  }
+}
+
+TEST_CASE("reading a checkpoint's tensors refuses a file changed since it was indexed",
+          "[unit][checkpoint]") {
+  auto enc = encode_checkpoint(small());
+  REQUIRE(enc);
+  const std::string bytes = *enc;
+  auto idx = index_checkpoint_streamed(reader_of(bytes), bytes.size(), "/c/f");
+  REQUIRE(idx);
+  std::string w(8, '\0'), s(8, '\0');
+  const auto dest = [&](const tensor_extent& t) -> std::span<char> {
+    return t.name == "w" ? std::span<char>(w.data(), 8) : std::span<char>(s.data(), 8);
+  };
+  // Every flipped bit of the tensor bytes, read in a second pass: the digest no longer comes out.
+  for (std::size_t i = idx->head.size() * 8; i < bytes.size() * 8; ++i) {
+    std::string bad = bytes;
+    bad[i / 8] = static_cast<char>(bad[i / 8] ^ (1 << (i % 8)));
+    INFO("bit " << i);
+    const auto r = read_checkpoint_tensors(*idx, reader_into(bad), dest, "/c/f", 3);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::StartsWith("/c/f: changed since it was verified"));
+  }
+  // A read error names the tensor; a file that shrank fails as the reader says.
+  const range_reader_into failing = [](std::uint64_t, std::span<char>) -> baton::status {
+    return baton::make_error("read f: Input/output error");
+  };
+  const auto r = read_checkpoint_tensors(*idx, failing, dest, "/c/f");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("tensor \"w\": read f: Input/output error"));
+  const std::string shorter = bytes.substr(0, bytes.size() - 3);
+  CHECK_FALSE(read_checkpoint_tensors(*idx, reader_into(shorter), dest, "/c/f"));
+  // A destination of the wrong size is a caller bug, refused before it is written past.
+  const auto wrong = [&](const tensor_extent&) { return std::span<char>(w.data(), 3); };
+  const auto r2 = read_checkpoint_tensors(*idx, reader_into(bytes), wrong, "/c/f");
+  REQUIRE_FALSE(r2);
+  CHECK_THAT(r2.error().message, Catch::Contains("destination of tensor \"w\" holds 3 bytes"));
+  // And the untouched file reads back whole.
+  REQUIRE(read_checkpoint_tensors(*idx, reader_into(bytes), dest, "/c/f"));
+  CHECK(w == small().tensors[0].bytes);
 }
 
 TEST_CASE("decode_checkpoint_view views the buffer and matches decode_checkpoint",

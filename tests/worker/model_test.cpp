@@ -1,5 +1,6 @@
 #include "worker/model.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -272,10 +273,11 @@ TEST_CASE("fused train_step with a foreign optimizer falls back to the plain ste
   auto b = model<float>::create(spec, 4, loss_kind::binary_crossentropy, 8).value();
   a.init_glorot(92);
   b.init_glorot(92);
+  // b's gradients are unspecified before its first train_step: zeroed, b's weights stay put.
+  for (auto& p : b.parameters()) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
   auto opt_b = make_optimizer({}, b.parameters()).value();
   const auto before = b.parameters()[0].value[0];
-  // opt_b is bound to b, not a: a's step must still count as one update of opt_b's own tensors
-  // (b's gradients are zero before any train_step, so b's weights stay put).
+  // opt_b is bound to b, not a: a's step must still count as one update of opt_b's own tensors.
   a.train_step(cview(x), cview(y), *opt_b);
   CHECK(opt_b->iterations() == 1);
   CHECK(b.parameters()[0].value[0] == before);  // b's gradients were still zero

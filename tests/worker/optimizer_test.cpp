@@ -1,5 +1,6 @@
 #include "worker/optimizer.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "optimizer_harness.h"
@@ -46,8 +47,10 @@ TEST_CASE("make_optimizer rejects bad hyperparameters by field", "[unit]") {
 TEST_CASE("a zero gradient leaves Adam's weights unchanged", "[unit]") {
   auto m = reference_model();
   const auto before = flat_values(m);
+  // A new model's gradients are unspecified until its first train_step: zero them here.
+  for (auto& p : m.parameters()) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
   auto opt = make_optimizer({}, m.parameters()).value();
-  opt->step();  // gradients are zero until a train_step
+  opt->step();
   CHECK(flat_values(m) == before);
   CHECK(opt->iterations() == 1);
 }

@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
+#include <stdexcept>
 
 #include "os/mem_env.h"
 #include "protocol/digest.h"
@@ -513,7 +515,10 @@ TEST_CASE("a trainer made for a restore skips the initial weights and its first 
   auto bare =
       trainer::create(with_file, data_for(with_file), empty, initial_weights::left_for_restore);
   REQUIRE(bare);
-  CHECK(kernel(**bare) == zeros);
+  // Not even zeroed: the storage is uninitialised, so nothing may read it before a restore.
+  CHECK((*bare)->awaiting_restore());
+  CHECK_THROWS_AS((*bare)->snapshot(), std::logic_error);
+  CHECK_THROWS_AS((*bare)->run_step(), std::logic_error);
 
   // A resumed worker's first step, and every step after, as in the unbroken run.
   for (int i = 0; i < 10; ++i) fresh->run_step();
@@ -530,6 +535,121 @@ TEST_CASE("a trainer made for a restore skips the initial weights and its first 
     resumed->run_step();
   }
   CHECK(contents(*resumed) == contents(*fresh));
+}
+
+TEST_CASE(
+    "a restore into uninitialised storage fails naming any tensor it lacks and keeps refusing",
+    "[unit][trainer]") {
+  set_thread_count(1);
+  for (const auto kind : {protocol::optimizer_kind::adam, protocol::optimizer_kind::sgd}) {
+    auto s = small_spec();
+    s.training->optimizer.kind = kind;
+    s.training->optimizer.momentum = 0.9;
+    INFO("optimizer " << (kind == protocol::optimizer_kind::adam ? "adam" : "sgd"));
+    auto fresh = make(s);
+    for (int i = 0; i < 4; ++i) fresh->run_step();
+    const auto full = round_trip(*fresh);
+    // Every weight, bias and moment (and the order and generator) is required: a checkpoint
+    // without one must not leave that tensor's uninitialised bytes in a trainer that then runs.
+    REQUIRE(full.tensors.size() >= 10);
+    for (std::size_t drop = 0; drop < full.tensors.size(); ++drop) {
+      const std::string name = full.tensors[drop].name;
+      INFO("without " << name);
+      auto partial = full;
+      partial.tensors.erase(partial.tensors.begin() + static_cast<std::ptrdiff_t>(drop));
+      auto t = make(s, initial_weights::left_for_restore);
+      const auto r = t->restore(partial, "mem");
+      REQUIRE_FALSE(r);
+      CHECK_THAT(r.error().message, Contains("no tensor \"" + name + "\""));
+      CHECK(t->awaiting_restore());
+      CHECK_THROWS_AS(t->run_step(), std::logic_error);
+      CHECK_THROWS_AS(t->snapshot_view(), std::logic_error);
+      // The same trainer then restores from a whole checkpoint and is exact.
+      REQUIRE(t->restore(full, "mem"));
+      CHECK_FALSE(t->awaiting_restore());
+      CHECK(contents(*t) == contents(*fresh));
+    }
+  }
+}
+
+namespace {
+protocol::range_reader whole_reader(const std::string& bytes) {
+  return [&bytes](std::uint64_t offset, std::size_t n, std::string& out) -> status {
+    out = offset >= bytes.size() ? std::string() : bytes.substr(offset, n);
+    return {};
+  };
+}
+protocol::range_reader_into into_reader(const std::string& bytes, int* reads = nullptr) {
+  return [&bytes, reads](std::uint64_t offset, std::span<char> out) -> status {
+    if (reads) ++*reads;
+    if (offset > bytes.size() || out.size() > bytes.size() - offset) {
+      return make_error("file ended");
+    }
+    std::memcpy(out.data(), bytes.data() + offset, out.size());
+    return {};
+  };
+}
+}  // namespace
+
+TEST_CASE("a restore straight from the file is the same state, and refuses a changed file",
+          "[unit][trainer]") {
+  set_thread_count(1);
+  const auto s = small_spec();
+  auto fresh = make(s);
+  for (int i = 0; i < 9; ++i) fresh->run_step();
+  auto bytes = protocol::encode_checkpoint(fresh->snapshot());
+  REQUIRE(bytes);
+  auto idx = protocol::index_checkpoint_streamed(whole_reader(*bytes), bytes->size(), "f");
+  REQUIRE(idx);
+
+  auto resumed = make(s, initial_weights::left_for_restore);
+  REQUIRE(resumed->restore(*idx, into_reader(*bytes), "f"));
+  CHECK_FALSE(resumed->awaiting_restore());
+  CHECK(contents(*resumed) == contents(*fresh));
+  while (!fresh->finished()) {
+    fresh->run_step();
+    resumed->run_step();
+  }
+  CHECK(contents(*resumed) == contents(*fresh));
+
+  // A byte of a moment changed after the file was indexed: refused by the digest, and the
+  // trainer, its tensors half written, keeps refusing to run.
+  std::string changed = *bytes;
+  const auto* m = idx->find("optimizer.layers.1.kernel.m");
+  REQUIRE(m);
+  changed[m->offset + m->size / 2] ^= 0x10;
+  auto t = make(s, initial_weights::left_for_restore);
+  const auto r = t->restore(*idx, into_reader(changed), "/c/f");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Contains("/c/f: changed since it was verified"));
+  CHECK(t->awaiting_restore());
+  CHECK_THROWS_AS(t->run_step(), std::logic_error);
+  // A restored trainer that fails a later restore half way stops too, rather than run on a mix.
+  auto restored = make(s, initial_weights::left_for_restore);
+  REQUIRE(restored->restore(*idx, into_reader(*bytes), "f"));
+  CHECK_FALSE(restored->restore(*idx, into_reader(changed), "f"));
+  CHECK(restored->awaiting_restore());
+
+  // A header that lacks a tensor, or does not fit the spec, fails before anything is read.
+  auto partial = fresh->snapshot();
+  partial.tensors.erase(partial.tensors.begin() + 1);  // layers.0.bias
+  auto pbytes = protocol::encode_checkpoint(partial);
+  REQUIRE(pbytes);
+  auto pidx = protocol::index_checkpoint_streamed(whole_reader(*pbytes), pbytes->size(), "p");
+  REQUIRE(pidx);
+  int reads = 0;
+  auto u = make(s, initial_weights::left_for_restore);
+  const auto r2 = u->restore(*pidx, into_reader(*pbytes, &reads), "p");
+  REQUIRE_FALSE(r2);
+  CHECK_THAT(r2.error().message, Contains("no tensor \"layers.0.bias\""));
+  CHECK(reads == 0);
+  CHECK(u->awaiting_restore());
+  auto other = small_spec();
+  other.training->seed = 18;
+  auto v = make(other);
+  CHECK_FALSE(v->restore(*idx, into_reader(*bytes, &reads), "f"));
+  CHECK(reads == 0);
+  CHECK_FALSE(v->awaiting_restore());  // untouched: it keeps its own state
 }
 
 TEST_CASE("the data fingerprint is the digest of both matrices' shapes and values end to end",

@@ -1,0 +1,26 @@
+#include <sys/mman.h>
+
+#include <cstdint>
+
+#include "os/huge_pages.h"
+
+namespace baton::os {
+
+std::size_t advise_huge_pages(void* data, std::size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = (begin + huge - 1) & ~(huge - 1);
+  const std::uintptr_t last = (begin + bytes) & ~(huge - 1);
+  if (bytes < huge || last <= first) return 0;
+  // Refused (a kernel without THP, THP disabled): the buffer simply keeps small pages.
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE) != 0) return 0;
+  return static_cast<std::size_t>(last - first);
+#else
+  (void)data;
+  (void)bytes;
+  return 0;
+#endif
+}
+
+}  // namespace baton::os

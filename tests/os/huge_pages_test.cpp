@@ -1,0 +1,29 @@
+#include "os/huge_pages.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <memory>
+
+TEST_CASE("advise_huge_pages advises only whole aligned huge pages inside the buffer",
+          "[unit][huge_pages]") {
+  constexpr std::size_t huge = std::size_t{2} << 20;
+  const auto buf = std::make_unique_for_overwrite<char[]>(5 * huge);
+  // Too small to hold an aligned 2 MiB page: nothing.
+  CHECK(baton::os::advise_huge_pages(buf.get(), huge - 1) == 0);
+  CHECK(baton::os::advise_huge_pages(buf.get(), 0) == 0);
+  const std::size_t advised = baton::os::advise_huge_pages(buf.get(), 5 * huge);
+  // Where the OS takes the advice, whole huge pages within the buffer; elsewhere nothing.
+  CHECK(advised % huge == 0);
+  CHECK(advised <= 5 * huge);
+#if defined(__linux__)
+  // 5 huge pages of room hold at least 4 aligned ones (unless THP is compiled out).
+  CHECK((advised == 0 || advised >= 4 * huge));
+#else
+  CHECK(advised == 0);
+#endif
+  // A hint only: the memory is the caller's as before.
+  buf[0] = 'a';
+  buf[5 * huge - 1] = 'z';
+  CHECK(buf[0] == 'a');
+  CHECK(buf[5 * huge - 1] == 'z');
+}
