@@ -168,12 +168,14 @@ def test_recycled_by_memory_like_baton_and_still_bit_exact(tmp_path):
         w.drain()
         t.join()
         code = w.finish(timeout=300)
-        assert code == (3 if asked else 0), w.stderr
+        # A stop sent as the last step ends races the job's end: the worker may complete (0).
+        assert code in ((3, 0) if asked else (0,)), w.stderr
+        assert code == 3 or w.lines[-1]["job_complete"], w.stderr
         ck = [m for m in w.lines if m["type"] == "checkpoint"][-1]
         final = w.ckpt / ("ckpt-%012d" % ck["step"])
         baton.seal_folder(ck["path"], job="pt", step=ck["step"])
         os.replace(ck["path"], final)
-        resume, shard, stops = final, shard + 1, stops + bool(asked)
+        resume, shard, stops = final, shard + 1, stops + (code == 3)
         if w.lines[-1]["job_complete"]:
             break
         assert shard < 30
