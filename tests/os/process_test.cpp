@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -61,6 +62,16 @@ bool run_until(boost::asio::io_context& io, Pred done, std::chrono::milliseconds
     io.run_for(10ms);
   }
   return done();
+}
+
+// Spawns `opts` and reads it to its end: its lines and its exit.
+observed run_to_end(boost::asio::io_context& io, const baton::os::spawn_options& opts) {
+  auto p = baton::os::spawn(io, opts);
+  REQUIRE(p);
+  observed o;
+  watch(**p, o);
+  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  return o;
 }
 
 bool alive(std::int64_t pid) {
@@ -344,11 +355,7 @@ TEST_CASE("a bare program name is looked up in the PATH the child gets, not the 
 
   const std::string own_path = bin.string() + ":/usr/bin:/bin";
   opts.env = {{"PATH", "/nonexistent"}, {"PATH", own_path}};  // the last one is the child's
-  auto p = baton::os::spawn(io, opts);
-  REQUIRE(p);
-  observed o;
-  watch(**p, o);
-  REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done; }));
+  const auto o = run_to_end(io, opts);
   CHECK(o.status == exit_status::exited(0));
   REQUIRE(o.lines.size() == 1);
   CHECK(o.lines[0] == "found as " + program.string() + " with PATH=" + own_path);
@@ -362,11 +369,7 @@ TEST_CASE("a bare program name is looked up in the PATH the child gets, not the 
   fs::create_directories(dir / "isdir" / "baton-test-only-here");
   opts.env = {{"PATH", "noexec:isdir:bin:/usr/bin:/bin"}};
   opts.working_dir = dir;
-  auto rel = baton::os::spawn(io, opts);
-  REQUIRE(rel);
-  observed r;
-  watch(**rel, r);
-  REQUIRE(run_until(io, [&] { return r.read_done && r.exit_done; }));
+  const auto r = run_to_end(io, opts);
   CHECK(r.status == exit_status::exited(0));
   REQUIRE(r.lines.size() == 1);
   CHECK(r.lines[0] == "found as " + program.string() + " with PATH=noexec:isdir:bin:/usr/bin:/bin");
@@ -572,7 +575,12 @@ TEST_CASE("reap_orphans leaves spawned children's exit status alone", "[integrat
   CHECK(o.status == exit_status::exited(7));
 }
 
-TEST_CASE("a worker dies when the process that spawned it is killed", "[integration][process]") {
+namespace {
+
+// Forks a stand-in supervisor that spawns a long sleeper (as `credentials`, if set), kills the
+// stand-in, and checks the sleeper dies with it (PR_SET_PDEATHSIG).
+void check_worker_dies_with_its_spawner(
+    const std::optional<baton::os::process_credentials>& credentials) {
   int report[2];
   REQUIRE(::pipe(report) == 0);
   const pid_t middle = ::fork();
@@ -583,6 +591,7 @@ TEST_CASE("a worker dies when the process that spawned it is killed", "[integrat
     boost::asio::io_context child_io;
     baton::os::spawn_options opts;
     opts.argv = {"sleep", "100"};
+    opts.credentials = credentials;
     auto w = baton::os::spawn(child_io, opts);
     const long pid = w ? static_cast<long>((*w)->pid()) : -1;
     if (::write(report[1], &pid, sizeof pid) != sizeof pid) ::_exit(2);
@@ -600,6 +609,12 @@ TEST_CASE("a worker dies when the process that spawned it is killed", "[integrat
   REQUIRE(::waitpid(middle, &st, 0) == middle);
   CHECK(wait_dead(worker));
   (void)baton::os::reap_orphans();  // it may have been re-parented to us
+}
+
+}  // namespace
+
+TEST_CASE("a worker dies when the process that spawned it is killed", "[integration][process]") {
+  check_worker_dies_with_its_spawner(std::nullopt);
 }
 
 TEST_CASE("paced reading: a worker's last lines, stderr and end come at its exit, not a tick later",
@@ -710,31 +725,5 @@ TEST_CASE("a worker that changed user still dies with the process that spawned i
           "[integration][process]") {
   if (::geteuid() != 0) BATON_SKIP("changing a worker's user needs root (CI runs this as root)");
   // The kernel clears the death signal on a change of credentials: it must be armed after.
-  int report[2];
-  REQUIRE(::pipe(report) == 0);
-  const pid_t middle = ::fork();
-  REQUIRE(middle >= 0);
-  if (middle == 0) {
-    ::close(report[0]);
-    boost::asio::io_context child_io;
-    baton::os::spawn_options opts;
-    opts.argv = {"sleep", "100"};
-    opts.credentials = test_user();
-    auto w = baton::os::spawn(child_io, opts);
-    const long pid = w ? static_cast<long>((*w)->pid()) : -1;
-    if (::write(report[1], &pid, sizeof pid) != sizeof pid) ::_exit(2);
-    ::pause();
-    ::_exit(0);
-  }
-  ::close(report[1]);
-  long worker = 0;
-  REQUIRE(::read(report[0], &worker, sizeof worker) == sizeof worker);
-  ::close(report[0]);
-  REQUIRE(worker > 0);
-  CHECK(alive(worker));
-  REQUIRE(::kill(middle, SIGKILL) == 0);
-  int st = 0;
-  REQUIRE(::waitpid(middle, &st, 0) == middle);
-  CHECK(wait_dead(worker));
-  (void)baton::os::reap_orphans();
+  check_worker_dies_with_its_spawner(test_user());
 }

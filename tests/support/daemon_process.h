@@ -19,6 +19,7 @@
 
 #include "os/process.h"
 #include "supervisor/control_client.h"
+#include "support/run_process.h"
 
 namespace baton::test {
 
@@ -46,23 +47,10 @@ struct outcome {
 inline outcome run_baton(const std::vector<std::string>& args, const fs::path& err_log,
                          std::chrono::seconds limit = 30s,
                          std::vector<std::pair<std::string, std::string>> env = {}) {
-  asio::io_context io;
-  baton::os::spawn_options o;
-  o.env = std::move(env);
-  o.argv = {BATON_EXE};
-  o.argv.insert(o.argv.end(), args.begin(), args.end());
-  o.stderr_log = err_log;
-  auto p = baton::os::spawn(io, o);
-  REQUIRE(p);
-  outcome r;
-  (*p)->async_read_lines([&](const boost::system::error_code& ec, std::string_view line) {
-    if (!ec) r.out += std::string(line) + "\n";
-  });
-  (*p)->async_wait([&](const boost::system::error_code&, baton::os::exit_status st) {
-    r.code = st.how == baton::os::exit_status::kind::exited ? st.code : 128 + st.code;
-  });
-  io.run_for(limit);
-  return r;
+  std::vector<std::string> argv = {BATON_EXE};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto r = run_process(std::move(argv), std::move(env), err_log, limit);
+  return {exit_code_of(r), r.out};
 }
 
 inline std::string read_text(const fs::path& p) {

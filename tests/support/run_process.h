@@ -6,6 +6,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,26 +21,35 @@ struct process_output {
   bool timed_out = false;
 };
 
-inline process_output run_process(std::vector<std::string> argv,
-                                  std::vector<std::pair<std::string, std::string>> env = {},
-                                  std::filesystem::path stderr_log = {},
-                                  std::chrono::seconds timeout = std::chrono::seconds(120),
-                                  std::filesystem::path working_dir = {}) {
+// Runs the process `o` describes to completion: its stdout, and its stderr too when `o.on_stderr`
+// takes it, are read to their ends; after `timeout` its group is killed and `timed_out` set.
+// Throws when it cannot be started.
+inline process_output run_spawned(os::spawn_options o,
+                                  std::chrono::seconds timeout = std::chrono::seconds(120)) {
   boost::asio::io_context io;
-  os::spawn_options o;
-  o.working_dir = std::move(working_dir);
-  o.argv = std::move(argv);
-  o.env = std::move(env);
-  o.stderr_log = std::move(stderr_log);
-  auto p = os::spawn(io, o);
-  if (!p) throw std::runtime_error(p.error().message);
   process_output result;
   bool out_done = false;
+  bool err_done = !o.on_stderr;
   bool exited = false;
+  const auto maybe_stop = [&] {
+    if (out_done && err_done && exited) io.stop();
+  };
+  if (o.on_stderr) {
+    o.on_stderr = [&, take = std::move(o.on_stderr)](const boost::system::error_code& ec,
+                                                     std::string_view data) {
+      take(ec, data);
+      if (ec) {
+        err_done = true;
+        maybe_stop();
+      }
+    };
+  }
+  auto p = os::spawn(io, o);
+  if (!p) throw std::runtime_error(p.error().message);
   (*p)->async_read_lines([&](const boost::system::error_code& ec, std::string_view line) {
     if (ec && ec != boost::system::errc::message_size) {
       out_done = true;
-      if (exited) io.stop();
+      maybe_stop();
       return;
     }
     result.out.append(line);
@@ -48,7 +58,7 @@ inline process_output run_process(std::vector<std::string> argv,
   (*p)->async_wait([&](const boost::system::error_code&, os::exit_status st) {
     result.status = st;
     exited = true;
-    if (out_done) io.stop();
+    maybe_stop();
   });
   boost::asio::steady_timer deadline(io, timeout);
   deadline.async_wait([&](const boost::system::error_code& ec) {
@@ -58,6 +68,26 @@ inline process_output run_process(std::vector<std::string> argv,
   });
   io.run();
   return result;
+}
+
+inline process_output run_process(std::vector<std::string> argv,
+                                  std::vector<std::pair<std::string, std::string>> env = {},
+                                  std::filesystem::path stderr_log = {},
+                                  std::chrono::seconds timeout = std::chrono::seconds(120),
+                                  std::filesystem::path working_dir = {}) {
+  os::spawn_options o;
+  o.working_dir = std::move(working_dir);
+  o.argv = std::move(argv);
+  o.env = std::move(env);
+  o.stderr_log = std::move(stderr_log);
+  return run_spawned(std::move(o), timeout);
+}
+
+// A shell's view of how it ended: the exit code, 128 + the signal, or -1 when it was killed at
+// its timeout.
+inline int exit_code_of(const process_output& r) {
+  if (r.timed_out) return -1;
+  return r.status.how == os::exit_status::kind::exited ? r.status.code : 128 + r.status.code;
 }
 
 }  // namespace baton::test

@@ -21,24 +21,19 @@
 #include <vector>
 
 #include "os/process.h"
+#include "support/run_process.h"
 
 namespace baton::test {
 
-// Runs argv (no shell) to completion and returns its exit code (-1: did not finish in `limit`).
+// Runs argv (no shell) to completion and returns its exit code (-1: did not start, or did not
+// finish in `limit`).
 inline int run_program(const std::vector<std::string>& argv,
                        std::chrono::seconds limit = std::chrono::seconds(30)) {
-  boost::asio::io_context io;
-  baton::os::spawn_options o;
-  o.argv = argv;
-  auto p = baton::os::spawn(io, o);
-  if (!p) return -1;
-  int code = -1;
-  (*p)->async_read_lines([](const boost::system::error_code&, std::string_view) {});
-  (*p)->async_wait([&](const boost::system::error_code&, baton::os::exit_status st) {
-    code = st.how == baton::os::exit_status::kind::exited ? st.code : 128 + st.code;
-  });
-  io.run_for(limit);
-  return code;
+  try {
+    return exit_code_of(run_process(argv, {}, {}, limit));
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 inline bool have_useradd() { return std::filesystem::exists("/usr/sbin/useradd"); }
@@ -128,7 +123,6 @@ inline user_outcome run_baton_as(const baton::os::process_credentials& user,
                                  const std::vector<std::string>& args,
                                  std::vector<std::pair<std::string, std::string>> env = {},
                                  std::chrono::seconds limit = std::chrono::seconds(60)) {
-  boost::asio::io_context io;
   baton::os::spawn_options o;
   o.argv = {BATON_EXE};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
@@ -138,15 +132,9 @@ inline user_outcome run_baton_as(const baton::os::process_credentials& user,
   o.on_stderr = [&r](const boost::system::error_code& ec, std::string_view data) {
     if (!ec) r.err += data;
   };
-  auto p = baton::os::spawn(io, o);
-  REQUIRE(p);
-  (*p)->async_read_lines([&](const boost::system::error_code& ec, std::string_view line) {
-    if (!ec) r.out += std::string(line) + "\n";
-  });
-  (*p)->async_wait([&](const boost::system::error_code&, baton::os::exit_status st) {
-    r.code = st.how == baton::os::exit_status::kind::exited ? st.code : 128 + st.code;
-  });
-  io.run_for(limit);
+  const auto ran = run_spawned(std::move(o), limit);
+  r.code = exit_code_of(ran);
+  r.out = ran.out;
   return r;
 }
 
