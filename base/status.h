@@ -26,6 +26,9 @@ enum class errc {
   // A worker line meant as a protocol message (JSON with a known "type") that breaks the
   // message's schema, such as "step":"40": a protocol violation, not text for the log.
   protocol_violation,
+  // Bytes read back do not hash to the digest they carry (a damaged or modified file): the
+  // caller may fall back to an older copy.
+  corrupt_data,
 };
 
 // Not constructible from a bare string on purpose: result<std::string> must stay unambiguous.

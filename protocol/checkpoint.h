@@ -152,16 +152,27 @@ struct checkpoint_index {
   std::vector<tensor_extent> tensors;  // in file order; they tile the data after the header
   std::string head;                    // the file's bytes before the first tensor, as verified
   std::uint64_t file_size = 0;
+  // Whether the index was made after hashing the data (digest_check::now). Without it only the
+  // structure is known good, and read_checkpoint_tensors' hash is the file's first digest check.
+  bool digest_checked = true;
 
   const tensor_extent* find(std::string_view name) const;
   std::int64_t step() const;  // as checkpoint::step()
 };
 
+// When the data's digest is checked. `now`: index_checkpoint_streamed hashes the whole file, so an
+// index is of a file that verified. `on_read`: it checks the header, the layout and every rule but
+// the digest, and read_checkpoint_tensors' own hash of the bytes it reads is the digest check (one
+// read of the file instead of two, for a resume that reads every tensor anyway; on a mismatch the
+// destinations hold the bad bytes and the caller must throw them away).
+enum class digest_check { now, on_read };
+
 // checkpoint_summary_streamed's check (the header and one chunk in memory at a time), keeping
 // the parsed header.
 result<checkpoint_index> index_checkpoint_streamed(const range_reader& read,
                                                    std::uint64_t file_size, std::string_view what,
-                                                   std::size_t chunk_bytes = 1 << 20);
+                                                   std::size_t chunk_bytes = 1 << 20,
+                                                   digest_check check = digest_check::now);
 
 // Fills all of `out` with the file's bytes at `offset` (os::readable_file::read_into).
 using range_reader_into = std::function<status(std::uint64_t offset, std::span<char> out)>;
@@ -169,11 +180,12 @@ using range_reader_into = std::function<status(std::uint64_t offset, std::span<c
 // skip it (its bytes are then read through a scratch piece, hashed and dropped).
 using tensor_destination = std::function<std::span<char>(const tensor_extent&)>;
 
-// The second pass over a file index_checkpoint_streamed verified: every tensor's bytes, in file
-// order and in pieces of `chunk_bytes`, go straight into dest(tensor), each piece hashed while
-// it is in cache; at the end the file's digest must come out again, so a file changed or damaged
-// since it was indexed is refused, naming `what`. On any error the destinations hold partial
-// data, for the caller to throw away.
+// The pass over a file index_checkpoint_streamed indexed: every tensor's bytes, in file order and
+// in pieces of `chunk_bytes`, go straight into dest(tensor), each piece hashed while it is in
+// cache; at the end the file's digest must come out, so a file damaged (digest_check::on_read), or
+// changed or damaged since it was indexed (digest_check::now), is refused, naming `what`, with
+// errc::corrupt_data. On any error the destinations hold partial data, for the caller to throw
+// away.
 status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_into& read,
                                const tensor_destination& dest, std::string_view what,
                                std::size_t chunk_bytes = 1 << 20);

@@ -290,7 +290,8 @@ result<std::optional<loaded_checkpoint>> checkpoint_store::load_newest() const {
 }
 
 result<std::optional<opened_checkpoint>> checkpoint_store::open_newest(
-    std::size_t chunk_bytes) const {
+    std::size_t chunk_bytes, digest_check check,
+    const std::vector<std::filesystem::path>& skip) const {
   auto found = entries();
   if (!found) return with_context("loading a checkpoint from " + dir_.string(), found.error());
   std::vector<std::filesystem::path> files;
@@ -300,6 +301,7 @@ result<std::optional<opened_checkpoint>> checkpoint_store::open_newest(
   if (files.empty()) return std::optional<opened_checkpoint>{};
   std::vector<std::string> rejected;
   for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    if (std::find(skip.begin(), skip.end(), *it) != skip.end()) continue;
     const std::string what = it->string();
     auto file = env_.new_readable_file(*it);
     if (!file) {
@@ -309,7 +311,7 @@ result<std::optional<opened_checkpoint>> checkpoint_store::open_newest(
     auto index =
         index_checkpoint_streamed([&](std::uint64_t offset, std::size_t n,
                                       std::string& out) { return (*file)->read(offset, n, out); },
-                                  (*file)->size(), what, chunk_bytes);
+                                  (*file)->size(), what, chunk_bytes, check);
     if (!index) {
       rejected.push_back(index.error().message);  // already starts with the path
       continue;

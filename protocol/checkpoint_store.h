@@ -116,8 +116,13 @@ class checkpoint_store {
   // The same holding the file once, with views of its tensors.
   result<std::optional<loaded_checkpoint_file>> load_newest_file() const;
   // The same verified with bounded memory (index_checkpoint_streamed: the header and one chunk
-  // of `chunk_bytes`) and left open for reading the tensors: what a resume uses.
-  result<std::optional<opened_checkpoint>> open_newest(std::size_t chunk_bytes = 1 << 20) const;
+  // of `chunk_bytes`) and left open for reading the tensors: what a resume uses. With
+  // digest_check::on_read the data is not hashed here: the caller's read_checkpoint_tensors is the
+  // digest check, and on its errc::corrupt_data the caller opens again with that file in `skip`
+  // (files named there are passed over, and not reported as rejected).
+  result<std::optional<opened_checkpoint>> open_newest(
+      std::size_t chunk_bytes = 1 << 20, digest_check check = digest_check::now,
+      const std::vector<std::filesystem::path>& skip = {}) const;
 
   // Checkpoint paths (files and folders), oldest first by step.
   result<std::vector<std::filesystem::path>> list() const;

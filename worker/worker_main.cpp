@@ -144,10 +144,12 @@ int run(worker_options opt) {
     return fail(exit_runtime_error, ok.error().message);
   }
   protocol::checkpoint_store store(e, opt.checkpoint_dir, spec->checkpoints.keep);
-  // Verified in bounded chunks and left open, never held: the restore reads each tensor straight
-  // into the model, so a resume holds the state once. Found before the model is made, so a
-  // resume skips the initial weights (and the zeroing) that the restore would overwrite.
-  auto loaded = store.open_newest();
+  // Checked in bounded chunks and left open, never held: the restore reads each tensor straight
+  // into the model, so a resume holds the state once, and its hash of those very bytes is the
+  // digest check, so the file is read once. Found before the model is made, so a resume skips the
+  // initial weights (and the zeroing) that the restore would overwrite.
+  constexpr std::size_t chunk = 1 << 20;
+  auto loaded = store.open_newest(chunk, protocol::digest_check::on_read);
   if (!loaded) return fail(exit_runtime_error, loaded.error().message);
 
   auto data = load_dataset(e, *spec->data, spec->training->loss, spec->model->layers.back().units);
@@ -161,18 +163,34 @@ int run(worker_options opt) {
 
   std::optional<std::int64_t> resumed_step;
   std::filesystem::path resumed_path;
-  if (*loaded) {
+  // A file whose bytes fail their digest as they land is passed over for the next older one, as
+  // a file that fails to index is; the restore writes every tensor again from that one.
+  std::vector<std::filesystem::path> corrupt;
+  std::string corrupt_reasons;
+  while (*loaded) {
     for (const auto& r : (*loaded)->rejected) log("rejected checkpoint " + r);
     resumed_path = (*loaded)->path;
     os::readable_file& file = *(*loaded)->file;
     const auto read = [&](std::uint64_t offset, std::span<char> out) {
       return file.read_into(offset, out);
     };
-    if (auto ok = t.restore((*loaded)->index, read, resumed_path.string()); !ok) {
-      return fail(exit_bad_config, ok.error().message);
-    }
-    resumed_step = t.step();
+    auto ok = t.restore((*loaded)->index, read, resumed_path.string());
     loaded->reset();  // closes the file
+    if (ok) {
+      resumed_step = t.step();
+      break;
+    }
+    if (ok.error().code != errc::corrupt_data) return fail(exit_bad_config, ok.error().message);
+    log("rejected checkpoint " + ok.error().message);
+    corrupt.push_back(resumed_path);
+    corrupt_reasons += "; " + ok.error().message;
+    loaded = store.open_newest(chunk, protocol::digest_check::on_read, corrupt);
+    if (!loaded) return fail(exit_runtime_error, loaded.error().message + corrupt_reasons);
+    if (!*loaded) break;  // cannot happen: the corrupt files are still there
+  }
+  if (!resumed_step && !corrupt.empty()) {
+    return fail(exit_runtime_error,
+                "no valid checkpoint in " + opt.checkpoint_dir.string() + corrupt_reasons);
   }
   std::int64_t boundary = shard_boundary(t.step(), g);
   if (opt.max_steps) boundary = std::min(boundary, t.step() + *opt.max_steps);

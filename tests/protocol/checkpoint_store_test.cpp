@@ -415,6 +415,46 @@ TEST_CASE("checkpoint store open_newest verifies in chunks and leaves the file o
   CHECK_THAT(none.error().message, Catch::Contains("3 files, all rejected"));
 }
 
+TEST_CASE("checkpoint store open_newest can leave the digest to the read, and skip named files",
+          "[unit][checkpoint_store]") {
+  baton::os::mem_env mem;
+  checkpoint_store s(mem, dir, 3);
+  REQUIRE(s.save(at_step(4)));
+  REQUIRE(s.save(at_step(8, 5.0f)));
+  auto bytes = mem.read_file(s.path_for_step(8));
+  REQUIRE(bytes);
+  std::string bad = *bytes;
+  bad.back() ^= 1;
+  REQUIRE(mem.put(s.path_for_step(8), bad));
+  // Damaged data is not read here: the newest is opened, for the caller's read to refuse.
+  auto f = s.open_newest(3, digest_check::on_read);
+  REQUIRE(f);
+  REQUIRE(*f);
+  CHECK((*f)->path == s.path_for_step(8));
+  CHECK((*f)->rejected.empty());
+  CHECK_FALSE((*f)->index.digest_checked);
+  std::string sink;
+  const auto dest = [&](const tensor_extent& t) -> std::span<char> {
+    sink.assign(t.size, '\0');
+    return {sink.data(), sink.size()};
+  };
+  const auto read = [&](std::uint64_t offset, std::span<char> out) {
+    return (*f)->file->read_into(offset, out);
+  };
+  auto r = read_checkpoint_tensors((*f)->index, read, dest, (*f)->path.string());
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == baton::errc::corrupt_data);
+  // Skipped by name: the next older one, and the skipped file is no rejection of open_newest's.
+  auto older = s.open_newest(3, digest_check::on_read, {s.path_for_step(8)});
+  REQUIRE(older);
+  REQUIRE(*older);
+  CHECK((*older)->path == s.path_for_step(4));
+  CHECK((*older)->rejected.empty());
+  // Everything skipped: an error, not "no checkpoint".
+  auto none = s.open_newest(3, digest_check::on_read, {s.path_for_step(8), s.path_for_step(4)});
+  CHECK_FALSE(none);
+}
+
 TEST_CASE("checkpoint store load_newest_file views the file it read", "[unit][checkpoint_store]") {
   baton::os::mem_env mem;
   checkpoint_store s(mem, dir, 3);

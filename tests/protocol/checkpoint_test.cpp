@@ -607,6 +607,7 @@ TEST_CASE("reading a checkpoint's tensors refuses a file changed since it was in
     const auto r = read_checkpoint_tensors(*idx, reader_into(bad), dest, "/c/f", 3);
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::StartsWith("/c/f: changed since it was verified"));
+    CHECK(r.error().code == baton::errc::corrupt_data);
   }
   // A read error names the tensor; a file that shrank fails as the reader says.
   const range_reader_into failing = [](std::uint64_t, std::span<char>) -> baton::status {
@@ -625,6 +626,62 @@ TEST_CASE("reading a checkpoint's tensors refuses a file changed since it was in
   // And the untouched file reads back whole.
   REQUIRE(read_checkpoint_tensors(*idx, reader_into(bytes), dest, "/c/f"));
   CHECK(w == small().tensors[0].bytes);
+}
+
+TEST_CASE("an index that leaves the digest to the read refuses damage when the tensors land",
+          "[unit][checkpoint]") {
+  auto enc = encode_checkpoint(small());
+  REQUIRE(enc);
+  const std::string bytes = *enc;
+  std::string w(8, '\0'), s(8, '\0');
+  const auto dest = [&](const tensor_extent& t) -> std::span<char> {
+    return t.name == "w" ? std::span<char>(w.data(), 8) : std::span<char>(s.data(), 8);
+  };
+  auto good =
+      index_checkpoint_streamed(reader_of(bytes), bytes.size(), "/c/f", 3, digest_check::on_read);
+  REQUIRE(good);
+  CHECK_FALSE(good->digest_checked);
+  REQUIRE(read_checkpoint_tensors(*good, reader_into(bytes), dest, "/c/f", 3));
+  CHECK(w == small().tensors[0].bytes);
+  // Every flipped bit of the data: the index is made without reading it, and the one read of the
+  // tensors refuses it as damaged, with the code a caller falls back on.
+  const std::size_t data_start = good->head.size();
+  for (std::size_t i = data_start * 8; i < bytes.size() * 8; ++i) {
+    std::string bad = bytes;
+    bad[i / 8] = static_cast<char>(bad[i / 8] ^ (1 << (i % 8)));
+    INFO("bit " << i);
+    auto idx =
+        index_checkpoint_streamed(reader_of(bad), bad.size(), "/c/f", 3, digest_check::on_read);
+    REQUIRE(idx);
+    auto now = index_checkpoint_streamed(reader_of(bad), bad.size(), "/c/f", 3);
+    REQUIRE_FALSE(now);  // the check made at once sees the same damage
+    const auto r = read_checkpoint_tensors(*idx, reader_into(bad), dest, "/c/f", 3);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == baton::errc::corrupt_data);
+    CHECK_THAT(r.error().message, Catch::StartsWith("/c/f: digest mismatch: file says xxh64:"));
+  }
+  // The header's own digits changed: the same refusal, at the end of the read.
+  std::string other = bytes;
+  const auto at = other.find("xxh64:") + 6;
+  other[at] = other[at] == '0' ? '1' : '0';
+  auto idx = index_checkpoint_streamed(reader_of(other), other.size(), "/c/f", 1 << 20,
+                                       digest_check::on_read);
+  REQUIRE(idx);
+  const auto r = read_checkpoint_tensors(*idx, reader_into(other), dest, "/c/f");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == baton::errc::corrupt_data);
+  // Every rule but the digest is still the index's: a damaged header is refused at once.
+  std::string header = bytes;
+  header[8] = '[';
+  CHECK_FALSE(index_checkpoint_streamed(reader_of(header), header.size(), "/c/f", 1 << 20,
+                                        digest_check::on_read));
+  std::string version = bytes;
+  const auto v = version.find("\"format_version\":\"") + 18;
+  version[v] = '9';
+  auto vr = index_checkpoint_streamed(reader_of(version), version.size(), "/c/f", 1 << 20,
+                                      digest_check::on_read);
+  REQUIRE_FALSE(vr);
+  CHECK_THAT(vr.error().message, Catch::Contains("unsupported checkpoint format version"));
 }
 
 TEST_CASE("decode_checkpoint_view views the buffer and matches decode_checkpoint",
