@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -56,8 +57,27 @@ class posix_writable_file final : public writable_file {
         return errno_error("write", path_, errno);
       }
       data.remove_prefix(static_cast<std::size_t>(n));
+      written_ += static_cast<std::uint64_t>(n);
     }
+    start_writeback();
     return {};
+  }
+
+  // A big file (a checkpoint) goes to the disk while the rest of it is still being written, as
+  // RocksDB's bytes_per_sync does: each full stretch is handed to writeback at once, without
+  // waiting for it, so the fsync at the end waits for the last stretch instead of the whole file
+  // (for the seed job's 48 MiB checkpoint, most of the fsync). Durability is still the fsync's:
+  // this only starts the writes early. Small files never reach a stretch and cost nothing.
+  void start_writeback() {
+#ifdef __linux__
+    constexpr std::uint64_t stretch = 8u << 20;
+    if (written_ - handed_ < stretch) return;
+    const std::uint64_t end = written_ - written_ % stretch;
+    // A hint: where it fails (a file system without it), the fsync does all the work as before.
+    (void)::sync_file_range(fd_, static_cast<off_t>(handed_), static_cast<off_t>(end - handed_),
+                            SYNC_FILE_RANGE_WRITE);
+    handed_ = end;
+#endif
   }
 
   status sync() override {
@@ -76,6 +96,8 @@ class posix_writable_file final : public writable_file {
  private:
   std::filesystem::path path_;
   int fd_;
+  std::uint64_t written_ = 0;  // bytes appended so far
+  std::uint64_t handed_ = 0;   // of which handed to writeback by start_writeback
 };
 
 file_identity identity_of(const struct stat& st) {
