@@ -196,7 +196,9 @@ def _fork_shard(req: dict[str, Any], fds: list[int]) -> int:
                 # supervisor signals the group by the pid it was given.
                 os.setpgid(0, 0)
                 os.closerange(3, go)
-                os.closerange(go + 1, 1 << 16)
+                # Every other inherited fd, up to the process limit (a fixed bound would miss
+                # fds past it under a raised RLIMIT_NOFILE).
+                os.closerange(go + 1, max(go + 1, os.sysconf("SC_OPEN_MAX")))
                 _run_shard(req, go)
             os.write(w, str(shard).encode())
             os._exit(0)
