@@ -63,8 +63,8 @@ constexpr std::string_view memory_keys[] = {"soft_limit_mib", "hard_limit_mib", 
 constexpr std::string_view restart_keys[] = {"max_failures", "backoff_initial_ms", "backoff_max_ms",
                                              "backoff_multiplier"};
 constexpr std::string_view checkpoint_keys[] = {"keep"};
-constexpr std::string_view worker_keys[] = {"command", "working_dir", "stall_timeout_ms",
-                                            "stop_grace_ms", "env"};
+constexpr std::string_view worker_keys[] = {"command",       "working_dir", "stall_timeout_ms",
+                                            "stop_grace_ms", "env",         "preload"};
 constexpr std::string_view debug_keys[] = {"leak_mib_per_step", "crash_at_step", "hang_at_step"};
 
 // Windows refuses these as file names whatever the extension; job names become folder names.
@@ -544,6 +544,56 @@ class checker {
         }
       }
     }
+    if (auto p = w.find("preload"); p != w.end() && !p->is_null()) preload(*p, out);
+  }
+
+  // A module name as Python's import takes it: dotted identifiers (ASCII here).
+  static bool module_name(const std::string& n) {
+    if (n.empty() || n.size() > max_preload_module_bytes) return false;
+    bool start = true;
+    for (const char c : n) {
+      const bool letter = std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+      if (c == '.') {
+        if (start) return false;
+        start = true;
+      } else if (letter || (!start && std::isdigit(static_cast<unsigned char>(c)))) {
+        start = false;
+      } else {
+        return false;
+      }
+    }
+    return !start;
+  }
+
+  void preload(const json& p, worker_spec& out) {
+    if (!p.is_array()) {
+      expected("worker.preload", "an array of module names ([\"torch\"])", p);
+      return;
+    }
+    if (p.size() > max_preload_modules) {
+      fail("worker.preload", "at most " + std::to_string(max_preload_modules) + " modules, got " +
+                                 std::to_string(p.size()));
+      return;
+    }
+    const auto errors_before = errors_.size();
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const std::string where = "worker.preload[" + std::to_string(i) + "]";
+      if (!p[i].is_string()) {
+        expected(where, "a module name", p[i]);
+      } else if (!module_name(p[i].get_ref<const std::string&>())) {
+        fail(where, "a module name is dotted identifiers (\"torch\", \"torch.nn\"), at most " +
+                        std::to_string(max_preload_module_bytes) + " bytes");
+      } else {
+        out.preload.push_back(p[i].get<std::string>());
+      }
+    }
+    // Half a list is no list: the cross-section checks look only at a valid one.
+    if (errors_.size() != errors_before) out.preload.clear();
+#ifdef _WIN32
+    if (!out.preload.empty()) {
+      fail("worker.preload", "not supported on Windows: the fork server forks each shard");
+    }
+#endif
   }
 
   void debug(const json& doc, debug_spec& out) {
@@ -558,6 +608,20 @@ class checker {
   // Pass 3: rules across sections, only between fields that were valid on their own, and only
   // between sections the job has (a command worker may leave model or training out).
   void cross_checks(const job_spec& s) {
+    if (!s.worker.preload.empty()) {
+      const auto& c = s.worker.command;
+      if (!c) {
+        fail("worker.preload",
+             "needs worker.command [python, script, args...]: the fork server "
+             "is a Python parent that runs the script in each shard");
+      } else if (c->size() < 2 || (*c)[1].empty() || (*c)[1][0] == '-') {
+        fail("worker.preload",
+             "needs worker.command [python, script, args...] with the script second (the fork "
+             "server runs it as __main__; interpreter options go in worker.env, e.g. "
+             "PYTHONUNBUFFERED), got " +
+                 (c->size() < 2 ? std::string("no script") : "\"" + (*c)[1] + "\""));
+      }
+    }
     if (loss_valid_ && model_valid_ && s.model && s.training) {
       const auto& last = s.model->layers.back();
       auto where = " (" + index_path("model.layers", s.model->layers.size() - 1) + ")";
@@ -941,7 +1005,8 @@ json to_json(const job_spec& s) {
          s.worker.working_dir.empty() ? json(nullptr) : path_json(s.worker.working_dir)},
         {"stall_timeout_ms", s.worker.stall_timeout_ms},
         {"stop_grace_ms", s.worker.stop_grace_ms},
-        {"env", s.worker.env}}},
+        {"env", s.worker.env},
+        {"preload", s.worker.preload}}},
       {"debug",
        {{"leak_mib_per_step", s.debug.leak_mib_per_step},
         {"crash_at_step", optional(s.debug.crash_at_step)},

@@ -138,6 +138,10 @@ struct worker_spec {
   // OMP_NUM_THREADS, ...). Names are POSIX-portable ([A-Za-z_][A-Za-z0-9_]*) and never BATON_*,
   // which are the protocol's; values have no NUL byte. Sorted by name.
   std::map<std::string, std::string> env;
+  // Python modules a fork server imports once for the whole job (os/preload_server.h): each shard
+  // is then forked from it instead of started afresh. Needs a command [python, script, args...];
+  // empty: every shard is a fresh process, imports and all.
+  std::vector<std::string> preload;
 
   bool operator==(const worker_spec&) const = default;
 };
@@ -180,6 +184,9 @@ inline constexpr std::int64_t max_total_steps = 1'000'000'000'000;
 // Limits on the document itself, checked before anything else.
 inline constexpr std::size_t max_job_document_bytes = 1 << 20;
 inline constexpr int max_job_document_depth = 64;
+// worker.preload: what python/baton/preload.py takes (MAX_MODULES), and a sane name length.
+inline constexpr std::size_t max_preload_modules = 64;
+inline constexpr std::size_t max_preload_module_bytes = 200;
 
 // Parses and validates a job document. Relative paths resolve against `base_dir` (the job
 // file's folder). On failure the error message holds every problem, one per line, each naming

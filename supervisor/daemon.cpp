@@ -460,15 +460,9 @@ status daemon::start() {
   // Only for real workers: a test's fake launcher starts no process to hold.
   if (m.options.launcher == &os_process_launcher()) {
     m.owns_containment = true;
-    os::containment_options co;
-    co.key = fs::absolute(m.options.settings.state_dir).lexically_normal().string();
-    const auto forced = os::get_env("BATON_CONTAINMENT");
-    co.force_process_group = forced && *forced == "process-group";
-    if (forced && !forced->empty() && *forced != "process-group" && *forced != "auto") {
-      m.log(log_level::warning,
-            "BATON_CONTAINMENT=" + *forced + ": expected auto or process-group; using auto");
-    }
-    m.containment = os::setup_containment(co);
+    std::string warning;
+    m.containment = set_up_containment(m.options.settings.state_dir, warning);
+    if (!warning.empty()) m.log(log_level::warning, warning);
     m.log(log_level::info, "containment: " + m.containment.detail);
     // The process-group fallback finds a worker's escapees by their /proc/PID/environ, which is
     // closed to a daemon without CAP_SYS_PTRACE once the worker runs as someone else.

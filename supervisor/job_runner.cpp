@@ -38,6 +38,9 @@ std::string shard_env_value(const protocol::shard_spec& s) { return std::to_stri
 // After a worker exits, a descendant may still hold its stdout open; the runner kills the group
 // and waits this long for the pipe to drain before it moves on without it.
 constexpr std::chrono::milliseconds drain_timeout{2000};
+// A fork server's answer to a fork request: a fork of an idle process, milliseconds. The io
+// thread waits for it (os/preload_server.h), so a server that stalls costs at most this.
+constexpr std::chrono::milliseconds preload_fork_timeout{5000};
 
 // The newest shard, if its worker died with an earlier supervisor and no exit was recorded.
 void close_interrupted_shard(job_record& r, const std::string& why) {
@@ -294,6 +297,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   fs::path staging_dir;  // of the current worker; empty when none was created
 
   std::unique_ptr<worker_process> worker;
+  // worker.preload's fork server: started before the job's first shard (and again after it
+  // failed), ended when the job rests. Shards are forked from it instead of spawned.
+  std::unique_ptr<preload_parent> preload;
+  std::string preload_stderr;    // its stderr's unfinished line
   std::uint64_t worker_gen = 0;  // handlers of an older worker see a newer generation and return
   bool stdout_done = false;
   std::optional<os::exit_status> exit_status;
@@ -398,6 +405,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     if (rest && !rest_reported) {
       rest_reported = true;
       rss_timer.cancel();
+      preload.reset();  // a resting job keeps no fork server: a resume starts a new one
       if (options.on_rest) options.on_rest();
     }
   }
@@ -586,6 +594,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void begin_spawn(std::optional<std::int64_t> max_steps) {
+    if (!spec.worker.preload.empty() && (!preload || !preload->usable())) {
+      start_preload(max_steps);
+      return;
+    }
     if (fresh_walk) {
       auto v = std::move(*fresh_walk);
       fresh_walk.reset();
@@ -603,6 +615,59 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         });
   }
 
+  // The fork server for worker.preload, as the job's user with the environment its shards get
+  // (a library may read OMP_NUM_THREADS and the like at import). Its stderr goes to the job's
+  // log a line at a time. Then begin_spawn again once it is ready; a server that fails is the
+  // shard's spawn failure, with the server's reason.
+  void start_preload(std::optional<std::int64_t> max_steps) {
+    preload.reset();
+    auto o = shard_options(max_steps);
+    o.argv.resize(1);  // the interpreter; the server's own arguments are its business
+    o.read_pace = std::chrono::milliseconds(0);
+    o.on_stderr = [weak = weak_from_this()](const boost::system::error_code& ec,
+                                            std::string_view data) {
+      if (auto self = weak.lock(); self && !self->closed) self->on_preload_stderr(ec, data);
+    };
+    auto p = launcher.start_preload(io, o, spec.worker.preload);
+    if (!p) {
+      record_spawn_failure(new_shard(), p.error().message);
+      return;
+    }
+    preload = std::move(*p);
+    log_event("fork server " + std::to_string(preload->pid()) + " importing " +
+              join_words(spec.worker.preload));
+    preload->async_wait_ready(options.preload_ready_timeout,
+                              [weak = weak_from_this(), max_steps](status s) {
+                                auto self = weak.lock();
+                                if (!self || self->closed) return;
+                                if (!s) {
+                                  self->preload.reset();
+                                  self->record_spawn_failure(self->new_shard(), s.error().message);
+                                  return;
+                                }
+                                self->log_event("fork server ready");
+                                self->begin_spawn(max_steps);
+                              });
+  }
+
+  void on_preload_stderr(const boost::system::error_code& ec, std::string_view data) {
+    constexpr std::size_t max_line = 4096;
+    preload_stderr.append(data);
+    std::size_t nl;
+    while ((nl = preload_stderr.find('\n')) != std::string::npos ||
+           preload_stderr.size() > max_line || (ec && !preload_stderr.empty())) {
+      const auto end = std::min({nl, preload_stderr.size(), max_line});
+      log_event("fork server: " + preload_stderr.substr(0, end));
+      preload_stderr.erase(0, end == nl ? end + 1 : end);
+    }
+  }
+
+  static std::string join_words(const std::vector<std::string>& words) {
+    std::string out;
+    for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+    return out;
+  }
+
   void finish_spawn(std::optional<std::int64_t> max_steps,
                     result<protocol::verified_checkpoint> v) {
     if (!v || !v->rejected.empty() || !v->path || !verified_newest ||
@@ -613,9 +678,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     spawn(max_steps);
   }
 
-  void spawn(std::optional<std::int64_t> max_steps) {
-    const auto staging_error = prepare_staging_dir();
-    const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
+  // A shard record for the spawn about to happen (its attempt counts retries of one start).
+  shard_record new_shard() const {
     shard_record shard;
     shard.index = static_cast<std::int64_t>(record.shards.size());
     shard.start_step = record.checkpoint_step;
@@ -624,6 +688,13 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       shard.attempt = record.shards.back().attempt + 1;
     }
     shard.started_ms = unix_ms_now();
+    return shard;
+  }
+
+  // What the next worker is started with: its invocation, the login's environment under the
+  // job's own, its stderr through us.
+  os::spawn_options shard_options(std::optional<std::int64_t> max_steps) {
+    const auto inv = make_worker_invocation(spec, store, record, options.worker_exe, max_steps);
     os::spawn_options o;
     o.argv = inv.argv;
     o.env = options.login_env;
@@ -635,6 +706,30 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.read_pace =
         std::min(options.read_pace,
                  std::chrono::milliseconds(std::max<std::int64_t>(1, spec.memory.poll_ms)));
+    o.group = record.id;  // the job's cgroup: nothing the worker starts can leave it
+    o.credentials = options.run_as;
+    return o;
+  }
+
+  void record_spawn_failure(shard_record shard, const std::string& message) {
+    remove_staging_dir();
+    shard.cause = exit_cause::spawn_failed;
+    shard.detail = message;
+    shard.ended_ms = shard.started_ms;
+    ++record.exits_by_cause[std::string(to_string(exit_cause::spawn_failed))];
+    if (options.history) {
+      noted(options.history->add_event(shard.ended_ms, history_event_kind::crash, 0, shard.index,
+                                       shard.start_step, "spawn_failed", shard.detail));
+    }
+    record.shards.push_back(std::move(shard));
+    log_event("cannot start worker: " + message);
+    post_event(ev::spawn_failed{message, mono_ms()});
+  }
+
+  void spawn(std::optional<std::int64_t> max_steps) {
+    const auto staging_error = prepare_staging_dir();
+    shard_record shard = new_shard();
+    auto o = shard_options(max_steps);
     // Through us, not to a file: stamped, rotated, cut, and never more than a chunk in memory.
     o.on_stderr = [weak = weak_from_this(), gen = worker_gen + 1](
                       const boost::system::error_code& ec, std::string_view data) {
@@ -648,23 +743,14 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       self->stderr_done = true;
       self->maybe_finish_worker();
     };
-    o.group = record.id;  // the job's cgroup: nothing the worker starts can leave it
-    o.credentials = options.run_as;
     auto p = staging_error ? result<std::unique_ptr<worker_process>>(*staging_error)
+             : preload     ? preload->fork(io, o, preload_fork_timeout)
                            : launcher.spawn(io, o);
     if (!p) {
-      remove_staging_dir();
-      shard.cause = exit_cause::spawn_failed;
-      shard.detail = p.error().message;
-      shard.ended_ms = shard.started_ms;
-      ++record.exits_by_cause[std::string(to_string(exit_cause::spawn_failed))];
-      if (options.history) {
-        noted(options.history->add_event(shard.ended_ms, history_event_kind::crash, 0, shard.index,
-                                         shard.start_step, "spawn_failed", shard.detail));
-      }
-      record.shards.push_back(std::move(shard));
-      log_event("cannot start worker: " + p.error().message);
-      post_event(ev::spawn_failed{p.error().message, mono_ms()});
+      // A fork server that failed once is done with (os/preload_server.h): the next shard
+      // starts another.
+      if (preload && !preload->usable()) preload.reset();
+      record_spawn_failure(std::move(shard), p.error().message);
       return;
     }
     worker = std::move(*p);

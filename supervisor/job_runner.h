@@ -68,6 +68,9 @@ struct runner_options {
   // the daemon's max_checkpoint_mib. A worker decides what it announces; larger is rejected
   // before a byte is read.
   std::uint64_t max_checkpoint_bytes = protocol::default_max_checkpoint_bytes;
+  // worker.preload: how long the fork server may take to import its modules (torch on a loaded
+  // machine: seconds) before the shard counts as failed to start.
+  std::chrono::milliseconds preload_ready_timeout{120000};
   // Every read of the worker's checkpoints (verify, seal, the walk before a spawn) runs off the io
   // thread and is given up after this long, as a rejection.
   std::chrono::milliseconds verify_deadline{60000};

@@ -2,6 +2,9 @@
 
 #include <string_view>
 
+#include "os/preload_server.h"
+#include "os/system.h"
+
 namespace baton::supervisor {
 
 namespace {
@@ -38,6 +41,35 @@ class os_worker final : public worker_process {
   std::string job_dir_;
 };
 
+std::string job_dir_of(const os::spawn_options& options) {
+  std::string job_dir;
+  for (const auto& [name, value] : options.env) {
+    if (name == "BATON_JOB_DIR") job_dir = value;
+  }
+  return job_dir;
+}
+
+class os_preload_parent final : public preload_parent {
+ public:
+  explicit os_preload_parent(std::unique_ptr<os::preload_server> s) : s_(std::move(s)) {}
+  std::int64_t pid() const override { return s_->pid(); }
+  void async_wait_ready(std::chrono::milliseconds timeout,
+                        std::function<void(status)> on_ready) override {
+    s_->async_wait_ready(timeout, std::move(on_ready));
+  }
+  result<std::unique_ptr<worker_process>> fork(boost::asio::io_context& io,
+                                               const os::spawn_options& options,
+                                               std::chrono::milliseconds timeout) override {
+    auto p = s_->fork_worker(io, options, timeout);
+    if (!p) return p.error();
+    return std::unique_ptr<worker_process>(new os_worker(std::move(*p), job_dir_of(options)));
+  }
+  bool usable() const override { return s_->usable(); }
+
+ private:
+  std::unique_ptr<os::preload_server> s_;
+};
+
 class os_launcher final : public process_launcher {
  public:
   result<std::unique_ptr<worker_process>> spawn(boost::asio::io_context& io,
@@ -48,19 +80,40 @@ class os_launcher final : public process_launcher {
     (void)os::reap_orphans();
     auto p = os::spawn(io, options);
     if (!p) return p.error();
-    std::string job_dir;
-    for (const auto& [name, value] : options.env) {
-      if (name == "BATON_JOB_DIR") job_dir = value;
-    }
-    return std::unique_ptr<worker_process>(new os_worker(std::move(*p), std::move(job_dir)));
+    return std::unique_ptr<worker_process>(new os_worker(std::move(*p), job_dir_of(options)));
+  }
+
+  result<std::unique_ptr<preload_parent>> start_preload(
+      boost::asio::io_context& io, const os::spawn_options& options,
+      const std::vector<std::string>& modules) override {
+    auto s = os::preload_server::start(io, options, modules);
+    if (!s) return s.error();
+    return std::unique_ptr<preload_parent>(new os_preload_parent(std::move(*s)));
   }
 };
 
 }  // namespace
 
+result<std::unique_ptr<preload_parent>> process_launcher::start_preload(
+    boost::asio::io_context&, const os::spawn_options&, const std::vector<std::string>&) {
+  return make_error("worker.preload: this launcher has no fork server");
+}
+
 process_launcher& os_process_launcher() {
   static auto* launcher = new os_launcher();  // never destroyed: workers may outlive statics
   return *launcher;
+}
+
+os::containment_report set_up_containment(const std::filesystem::path& state_dir,
+                                          std::string& warning) {
+  os::containment_options co;
+  co.key = std::filesystem::absolute(state_dir).lexically_normal().string();
+  const auto forced = os::get_env("BATON_CONTAINMENT");
+  co.force_process_group = forced && *forced == "process-group";
+  if (forced && !forced->empty() && *forced != "process-group" && *forced != "auto") {
+    warning = "BATON_CONTAINMENT=" + *forced + ": expected auto or process-group; using auto";
+  }
+  return os::setup_containment(co);
 }
 
 }  // namespace baton::supervisor

@@ -6,12 +6,16 @@
 // worker_process; destroying one kills a worker that still runs.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "os/process.h"
 #include "base/status.h"
+#include "os/process.h"
 
 namespace baton::supervisor {
 
@@ -32,14 +36,44 @@ class worker_process {
   virtual status kill_tree() = 0;
 };
 
+// A job's fork server (worker.preload, os/preload_server.h) as the runner sees it. The runner
+// owns it; destroying it ends the server, never a shard it forked.
+class preload_parent {
+ public:
+  virtual ~preload_parent() = default;
+  virtual std::int64_t pid() const = 0;
+  // Calls `on_ready` once the server has imported its modules, or with why not
+  // (os::preload_server::async_wait_ready).
+  virtual void async_wait_ready(std::chrono::milliseconds timeout,
+                                std::function<void(status)> on_ready) = 0;
+  // A shard forked from the server, as spawn would start it (options.argv: [python, script, ...]).
+  virtual result<std::unique_ptr<worker_process>> fork(boost::asio::io_context& io,
+                                                       const os::spawn_options& options,
+                                                       std::chrono::milliseconds timeout) = 0;
+  // False once the server exited or failed: start another.
+  virtual bool usable() const = 0;
+};
+
 class process_launcher {
  public:
   virtual ~process_launcher() = default;
   virtual result<std::unique_ptr<worker_process>> spawn(boost::asio::io_context& io,
                                                         const os::spawn_options& options) = 0;
+  // Starts a fork server importing `modules`; options.argv is the interpreter. The default (a
+  // launcher of scripted fakes) has none.
+  virtual result<std::unique_ptr<preload_parent>> start_preload(
+      boost::asio::io_context& io, const os::spawn_options& options,
+      const std::vector<std::string>& modules);
 };
 
 // Real processes through os::spawn.
 process_launcher& os_process_launcher();
+
+// Chooses how the workers of a supervisor of `state_dir` are held (os::setup_containment, keyed
+// by the folder's absolute path, which finds and kills what an earlier supervisor of it left).
+// BATON_CONTAINMENT=process-group forces the fallback; any other value but "auto" is a warning,
+// put in `warning`. Both the daemon and `baton run` call it once, holding the state dir's lock.
+os::containment_report set_up_containment(const std::filesystem::path& state_dir,
+                                          std::string& warning);
 
 }  // namespace baton::supervisor

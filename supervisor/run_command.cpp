@@ -169,6 +169,25 @@ int run_job(const run_options& o, cli_context& ctx, process_launcher& launcher) 
   if (o.become_subreaper) {
     if (auto s = os::become_subreaper(); !s) ctx.err << "warning: " << s.error().message << "\n";
   }
+  // As the daemon holds its workers (the state dir's lock is ours): in a cgroup where one is
+  // writable, so nothing a worker starts outlives the run, and worker.preload can contain its
+  // shards. Only for real workers: a test's fake launcher starts no process to hold.
+  struct containment_end {
+    bool owned = false;
+    ~containment_end() {
+      if (owned) os::end_containment();
+    }
+  } containment;
+  if (&launcher == &os_process_launcher()) {
+    std::string warning;
+    const auto c = set_up_containment(store.state_dir(), warning);
+    containment.owned = true;
+    if (!warning.empty()) ctx.err << "warning: " << warning << "\n";
+    if (c.leftovers_killed > 0) {
+      ctx.err << "warning: killed " << c.leftovers_killed
+              << " process(es) an earlier run's workers left behind\n";
+    }
+  }
   const bool tty = !o.json && os::stdout_is_terminal();
   const auto started = std::chrono::steady_clock::now();
   const std::int64_t start_step = record.checkpoint_step;

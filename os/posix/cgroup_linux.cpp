@@ -246,15 +246,25 @@ status job_cgroup::remove() const {
   return {};
 }
 
-result<std::shared_ptr<job_cgroup>> open_job(const hierarchy& h, const std::string& group) {
-  const auto name = job_dir_name(group);
-  const std::string v2 = h.v2_base.empty() ? "" : h.v2_base + "/" + name;
-  const std::string v1 = h.v1_base.empty() ? "" : h.v1_base + "/" + name;
-  for (const auto& dir : {v2, v1}) {
-    if (dir.empty()) continue;
-    if (auto s = make_dir(dir); !s) return s.error();
+status job_cgroup::add_process(std::int64_t pid) const {
+  for (const auto& f : procs_files()) {
+    if (auto s = write_text(f, std::to_string(pid)); !s) return s;
   }
-  auto cg = std::make_shared<job_cgroup>(name, v2, v1, h.v2_memory);
+  return {};
+}
+
+std::shared_ptr<job_cgroup> job_at(const hierarchy& h, const std::string& group) {
+  const auto name = job_dir_name(group);
+  return std::make_shared<job_cgroup>(name, h.v2_base.empty() ? "" : h.v2_base + "/" + name,
+                                      h.v1_base.empty() ? "" : h.v1_base + "/" + name, h.v2_memory);
+}
+
+result<std::shared_ptr<job_cgroup>> open_job(const hierarchy& h, const std::string& group) {
+  for (const auto& base : {h.v2_base, h.v1_base}) {
+    if (base.empty()) continue;
+    if (auto s = make_dir(base + "/" + job_dir_name(group)); !s) return s.error();
+  }
+  auto cg = job_at(h, group);
   if (auto left = cg->members(); left && !left->empty()) (void)cg->kill_all();
   return cg;
 }

@@ -58,6 +58,9 @@ class job_cgroup {
   result<int> kill_all(std::chrono::milliseconds wait = std::chrono::milliseconds(200)) const;
   // Removes the cgroup's folders; an error while a process is still in it.
   status remove() const;
+  // Moves process `pid` in (every hierarchy's cgroup.procs): an adopted worker, which someone
+  // else forked.
+  status add_process(std::int64_t pid) const;
 
  private:
   std::string tracking_dir() const { return v2_dir_.empty() ? v1_dir_ : v2_dir_; }
@@ -66,6 +69,9 @@ class job_cgroup {
   // Kept open: memory_bytes() runs at every RSS sample of every job (procfs::kernel_file).
   mutable std::unique_ptr<procfs::kernel_file> stat_, kmem_;
 };
+
+// The cgroup for job group `group` below `h`, as it is on disk (nothing created or killed).
+std::shared_ptr<job_cgroup> job_at(const hierarchy& h, const std::string& group);
 
 // The cgroup for job group `group` below `h`, created when missing. One that exists may hold a
 // previous worker's leftovers: they are killed first.

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@
 #include "os/pipe_pump.h"
 #include "os/posix/cgroup_linux.h"
 #include "os/posix/proc_stat.h"
+#include "os/posix/process_internal.h"
 #include "os/process.h"
 
 extern char** environ;
@@ -102,23 +104,7 @@ error errno_error(const std::string& what, int err) {
   return make_error(what + ": " + std::strerror(err));
 }
 
-class fd_guard {
- public:
-  fd_guard() = default;
-  explicit fd_guard(int fd) : fd_(fd) {}
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-  ~fd_guard() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+using fd_guard = posix_detail::unique_fd;
 
 // Runs in the forked child before exec: only async-signal-safe calls from here on.
 struct child_setup {
@@ -130,10 +116,12 @@ struct child_setup {
   const process_credentials* become = nullptr;
   const gid_t* groups = nullptr;  // become->groups as gid_t, prepared before the fork
   std::size_t group_count = 0;
+  int keep_fd = -1;  // one more fd of ours the child keeps (a fork server's socket); -1: none
 
   error_code on_setup(bp::posix::default_launcher& launcher, const bp::filesystem::path&,
                       const char* const*) {
     launcher.env = envp;
+    if (keep_fd >= 0) launcher.fd_whitelist.push_back(keep_fd);
     return {};
   }
 
@@ -184,6 +172,9 @@ struct child_setup {
                           ? static_cast<int>(lim.rlim_cur)
                           : 65536;
       for (int fd = 3; fd < top; ++fd) (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+    if (keep_fd >= 0 && ::fcntl(keep_fd, F_SETFD, 0) != 0) {
+      return error_code(errno, boost::system::system_category());
     }
     return {};
   }
@@ -497,7 +488,68 @@ class posix_process final : public process::impl,
   exit_handler on_exit_;
 };
 
-result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options& options) {
+namespace posix_detail {
+
+void unique_fd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+result<std::unique_ptr<worker_stdio>> make_worker_stdio(asio::io_context& io,
+                                                        const spawn_options& options,
+                                                        const std::string& who) {
+  auto s = std::make_unique<worker_stdio>(io);
+  int out_fds[2];
+  if (::pipe2(out_fds, O_CLOEXEC) != 0) return errno_error(who + ": pipe", errno);
+  fd_guard out_read(out_fds[0]);
+  s->child_out.reset(out_fds[1]);
+  int in_fds[2];
+  if (::pipe2(in_fds, O_CLOEXEC) != 0) return errno_error(who + ": pipe", errno);
+  s->child_in.reset(in_fds[0]);
+  fd_guard in_write(in_fds[1]);
+  error_code ec;
+  if (options.on_stderr) {
+    int err_fds[2];
+    if (::pipe2(err_fds, O_CLOEXEC) != 0) return errno_error(who + ": pipe", errno);
+    fd_guard err_read(err_fds[0]);
+    s->child_err.reset(err_fds[1]);
+    s->err.emplace(io);
+    s->err->assign(err_read.get(), ec);
+    if (ec) return make_error(who + ": " + ec.message());
+    err_read.release();
+  } else {
+    const std::string log = options.stderr_log.empty() ? "/dev/null" : options.stderr_log.string();
+    // O_NOFOLLOW: the log may sit in a folder the worker's user owns, who could plant a link.
+    s->child_err.reset(
+        ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (s->child_err.get() < 0) return errno_error(who + ": open stderr log " + log, errno);
+  }
+  s->out.assign(out_read.get(), ec);
+  if (ec) return make_error(who + ": " + ec.message());
+  out_read.release();
+  s->in.assign(in_write.get(), ec);
+  if (ec) return make_error(who + ": " + ec.message());
+  in_write.release();
+  return s;
+}
+
+}  // namespace posix_detail
+
+namespace {
+
+std::string group_marker(const containment_state& cs, const std::string& group) {
+  return cs.name + "/" + cgroup::job_dir_name(group);
+}
+
+std::vector<std::pair<std::string, std::string>> env_with_marker(const spawn_options& options,
+                                                                 const std::string& marker) {
+  auto env = options.env;
+  if (!marker.empty()) env.emplace_back(marker_name, marker);
+  return env;
+}
+
+result<std::unique_ptr<process>> spawn_impl(asio::io_context& io, const spawn_options& options,
+                                            int keep_fd) {
   if (options.argv.empty()) return make_error("spawn: empty argv");
   const std::string& name = options.argv.front();
   auto program = resolve_program(options);
@@ -513,52 +565,18 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   static std::once_flag sigpipe_once;
   std::call_once(sigpipe_once, [] { ::signal(SIGPIPE, SIG_IGN); });
 
-  int out_fds[2];
-  if (::pipe2(out_fds, O_CLOEXEC) != 0) return errno_error("spawn " + name + ": pipe", errno);
-  fd_guard out_read(out_fds[0]), out_write(out_fds[1]);
-  int in_fds[2];
-  if (::pipe2(in_fds, O_CLOEXEC) != 0) return errno_error("spawn " + name + ": pipe", errno);
-  fd_guard in_read(in_fds[0]), in_write(in_fds[1]);
-  std::optional<asio::readable_pipe> err_pipe;
-  fd_guard err(-1);
-  if (options.on_stderr) {
-    int err_fds[2];
-    if (::pipe2(err_fds, O_CLOEXEC) != 0) return errno_error("spawn " + name + ": pipe", errno);
-    fd_guard err_read(err_fds[0]);
-    err.reset(err_fds[1]);
-    error_code ec_assign;
-    err_pipe.emplace(io);
-    err_pipe->assign(err_read.get(), ec_assign);
-    if (ec_assign) return make_error("spawn " + name + ": " + ec_assign.message());
-    err_read.release();
-  } else {
-    const std::string log = options.stderr_log.empty() ? "/dev/null" : options.stderr_log.string();
-    // O_NOFOLLOW: the log may sit in a folder the worker's user owns, who could plant a link.
-    err.reset(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (err.get() < 0) return errno_error("spawn " + name + ": open stderr log " + log, errno);
-  }
-
-  error_code ec;
-  asio::readable_pipe out(io);
-  out.assign(out_read.get(), ec);
-  if (ec) return make_error("spawn " + name + ": " + ec.message());
-  out_read.release();
-  asio::writable_pipe in(io);
-  in.assign(in_write.get(), ec);
-  if (ec) return make_error("spawn " + name + ": " + ec.message());
-  in_write.release();
+  auto stdio = posix_detail::make_worker_stdio(io, options, "spawn " + name);
+  if (!stdio) return stdio.error();
 
   // The whole launch under spawn_mutex: no reap may run between the fork and the registration.
   std::unique_lock lock(spawn_mutex);
   auto& cs = containment_now();
   sweep_retired();
-  auto extra_env = options.env;
   std::string marker;
   std::shared_ptr<cgroup::job_cgroup> cg;
   std::vector<std::string> join_files;
   if (!options.group.empty()) {
-    marker = cs.name + "/" + cgroup::job_dir_name(options.group);
-    extra_env.emplace_back(marker_name, marker);
+    marker = group_marker(cs, options.group);
     if (cs.cgroups.usable()) {
       auto opened = cgroup::open_job(cs.cgroups, options.group);
       if (!opened) return with_context("spawn " + name, opened.error());
@@ -569,12 +587,13 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   std::vector<const char*> join;
   for (const auto& f : join_files) join.push_back(f.c_str());
   join.push_back(nullptr);
-  const auto env_strings = merged_environment(extra_env);
+  const auto env_strings = merged_environment(env_with_marker(options, marker));
   std::vector<const char*> envp;
   for (const auto& s : env_strings) envp.push_back(s.c_str());
   envp.push_back(nullptr);
   const std::string dir = options.working_dir.string();
   child_setup setup{envp.data(), dir.empty() ? nullptr : dir.c_str(), ::getpid(), join.data()};
+  setup.keep_fd = keep_fd;
   std::vector<gid_t> groups;
   if (options.credentials) {
     groups.assign(options.credentials->groups.begin(), options.credentials->groups.end());
@@ -587,9 +606,12 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
   // If exec fails the child calls exit(), flushing copies of our unflushed stdio buffers.
   std::fflush(stdout);
   std::fflush(stderr);
+  error_code ec;
   bp::posix::default_launcher launcher;
-  auto proc = launcher(io.get_executor(), ec, bp::filesystem::path(*program), args,
-                       bp::process_stdio{in_read.get(), out_write.get(), err.get()}, setup);
+  auto& s = **stdio;
+  auto proc =
+      launcher(io.get_executor(), ec, bp::filesystem::path(*program), args,
+               bp::process_stdio{s.child_in.get(), s.child_out.get(), s.child_err.get()}, setup);
   if (ec) {
     if (cg) (void)cg->remove();
     std::string as;
@@ -601,15 +623,86 @@ result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options
                       (cg ? " (or joining cgroup " + cg->name() + ")" : "") + as);
   }
   // The child holds its own copies of its pipe ends; ours must go, or EOF never comes.
-  in_read.reset();
-  out_write.reset();
-  err.reset();
-  auto state = std::make_shared<posix_process>(std::move(proc), std::move(out), std::move(in),
-                                               std::move(err_pipe), std::move(cg),
-                                               std::move(marker), options.read_pace);
+  s.close_child_ends();
+  auto state = std::make_shared<posix_process>(std::move(proc), std::move(s.out), std::move(s.in),
+                                               std::move(s.err), std::move(cg), std::move(marker),
+                                               options.read_pace);
   state->start_stderr(options.on_stderr);
   return std::make_unique<process>(std::move(state));
 }
+
+}  // namespace
+
+result<std::unique_ptr<process>> spawn(asio::io_context& io, const spawn_options& options) {
+  return spawn_impl(io, options, -1);
+}
+
+namespace posix_detail {
+
+std::vector<std::string> worker_environment(const spawn_options& options) {
+  std::string marker;
+  if (!options.group.empty()) {
+    std::lock_guard lock(spawn_mutex);
+    marker = group_marker(containment_now(), options.group);
+  }
+  return merged_environment(env_with_marker(options, marker));
+}
+
+result<std::unique_ptr<process>> spawn_keeping_fd(asio::io_context& io,
+                                                  const spawn_options& options, int keep_fd) {
+  return spawn_impl(io, options, keep_fd);
+}
+
+result<std::unique_ptr<process>> adopt(asio::io_context& io, std::int64_t pid,
+                                       std::unique_ptr<worker_stdio> stdio,
+                                       const spawn_options& options,
+                                       const std::string& from_group) {
+  const std::string who = "adopt worker " + std::to_string(pid);
+  if (pid <= 1) return make_error(who + ": not a worker's pid");
+  std::unique_lock lock(spawn_mutex);
+  auto& cs = containment_now();
+  if (!cs.cgroups.usable() || options.group.empty()) {
+    return make_error(who + ": needs cgroup containment and a job group");
+  }
+  // Registered first, so no reap takes its status while it is checked. Held by a pidfd from
+  // here on: while it is our unreaped child the pid cannot be someone else's.
+  register_pid(pid);
+  auto fail = [&](std::string why) -> error {
+    unregister_pid(pid);
+    return make_error(who + ": " + why);
+  };
+  auto stat = procfs::read_kernel_file("/proc/" + std::to_string(pid) + "/stat");
+  auto entry = stat ? procfs::parse_stat(*stat) : result<procfs::proc_entry>(stat.error());
+  if (!entry) return fail("cannot read its /proc entry: " + entry.error().message);
+  if (entry->ppid != ::getpid()) {
+    return fail("it is not a child of the supervisor (its parent is " +
+                std::to_string(entry->ppid) + "; is the supervisor a subreaper?)");
+  }
+  const auto from = cgroup::job_at(cs.cgroups, from_group);
+  auto members = from->members();
+  if (!members) return fail(members.error().message);
+  if (std::find(members->begin(), members->end(), pid) == members->end()) {
+    return fail("it is not in cgroup " + from->name() + ", where its fork server runs");
+  }
+  auto opened = cgroup::open_job(cs.cgroups, options.group);
+  if (!opened) return fail(opened.error().message);
+  auto cg = std::move(*opened);
+  if (auto s = cg->add_process(pid); !s) {
+    return fail("joining cgroup " + cg->name() + ": " + s.error().message);
+  }
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (pidfd < 0) return fail(errno_error("pidfd_open", errno).message);
+  posix_process::child proc(io.get_executor(), static_cast<bp::pid_type>(pid), pidfd);
+  stdio->close_child_ends();
+  unregister_pid(pid);  // posix_process registers it again, for its whole life
+  auto state = std::make_shared<posix_process>(
+      std::move(proc), std::move(stdio->out), std::move(stdio->in), std::move(stdio->err),
+      std::move(cg), group_marker(cs, options.group), options.read_pace);
+  state->start_stderr(options.on_stderr);
+  return std::make_unique<process>(std::move(state));
+}
+
+}  // namespace posix_detail
 
 status become_subreaper() {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return errno_error("become subreaper", errno);

@@ -107,9 +107,9 @@ TEST_CASE(
   // package seals its own folders in ./baton-checkpoints.
   const auto alone_dir = dir / "standalone";
   fs::create_directories(alone_dir);
-  const auto alone = baton::test::run_process(
-      {python, script}, {{"BATON_JOB_FILE", (dir / "calm.json").string()}}, alone_dir / "stderr",
-      std::chrono::seconds(300), alone_dir);
+  const auto alone =
+      baton::test::run_process({python, script}, {{"BATON_JOB_FILE", (dir / "calm.json").string()}},
+                               alone_dir / "stderr", std::chrono::seconds(300), alone_dir);
   REQUIRE_FALSE(alone.timed_out);
   REQUIRE(alone.status == baton::os::exit_status::exited(0));
 
@@ -121,5 +121,70 @@ TEST_CASE(
   CHECK(leaky_w.xxh64 == calm_w.xxh64);
   CHECK(alone_w.size == calm_w.size);
   CHECK(alone_w.xxh64 == calm_w.xxh64);
+  fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "with worker.preload the leaking PyTorch trainer forks from one server and still ends "
+    "bit-equal",
+    "[integration][pytorch][preload]") {
+  const auto dir = baton::test::fresh_scratch_dir("baton-pytorch-preload");
+  const auto calm = baton_run(write_job(dir, job("calm", false)), dir / "state");
+  REQUIRE(calm["state"] == "completed");
+
+  // Every shard forked from a server that imported torch once. `python3 -m baton.preload` must
+  // find the package: installed by the .deb, or from this tree.
+  const auto preloaded = [](json j) {
+    j["worker"]["preload"] = {"torch"};
+    j["worker"]["env"] = {{"PYTHONPATH", std::string(BATON_SOURCE_DIR) + "/python"}};
+    return j;
+  };
+  // The server's imports are charged to its own cgroup, so a forked shard's memory is its own
+  // growth only: the limit comes from a calm run forked the same way.
+  const auto calm_forked =
+      baton_run(write_job(dir, preloaded(job("calm-forked", false))), dir / "state");
+  REQUIRE(calm_forked["state"] == "completed");
+  const auto forked_peak = peak_rss(calm_forked);
+  REQUIRE(forked_peak > 0);
+  CHECK(forked_peak < peak_rss(calm));
+
+  auto leaky_job = preloaded(job("leaky", true));
+  leaky_job["memory"] = {{"soft_limit_mib", static_cast<std::int64_t>(forked_peak >> 20)},
+                         {"poll_ms", 20}};
+  const auto leaky = baton_run(write_job(dir, leaky_job), dir / "state");
+  INFO(leaky.dump(2));
+  CHECK(leaky["state"] == "completed");
+  CHECK(leaky["checkpoint_step"] == 64);
+  // Recycled at the soft limit and going on: each new shard started without the leak.
+  CHECK(leaky["restarts_by_cause"].value("memory_soft", 0) >= 2);
+  CHECK(leaky["restarts_by_cause"].value("crashed", 0) == 0);
+  CHECK(leaky["restarts_by_cause"].value("spawn_failed", 0) == 0);
+
+  // One server for the whole run, and every shard came from it.
+  std::ifstream log(dir / "state" / "jobs" / leaky["id"].get<std::string>() / "worker.log");
+  REQUIRE(log);
+  int servers = 0, ready = 0, forked = 0;
+  for (std::string line; std::getline(log, line);) {
+    if (line.find("[baton] fork server ") != std::string::npos &&
+        line.find(" importing torch") != std::string::npos) {
+      ++servers;
+    }
+    if (line.find("[baton] fork server ready") != std::string::npos) ++ready;
+    if (line.find("[baton] worker ") != std::string::npos &&
+        line.find(" started at step ") != std::string::npos) {
+      ++forked;
+    }
+  }
+  CHECK(servers == 1);
+  CHECK(ready == 1);
+  CHECK(forked == static_cast<int>(leaky["shards"].size()));
+
+  // Exact resume, forked or not.
+  const auto calm_w = weights_of(calm["checkpoint_path"].get<std::string>());
+  for (const auto* run : {&calm_forked, &leaky}) {
+    const auto w = weights_of((*run)["checkpoint_path"].get<std::string>());
+    CHECK(w.size == calm_w.size);
+    CHECK(w.xxh64 == calm_w.xxh64);
+  }
   fs::remove_all(dir);
 }

@@ -179,6 +179,15 @@ TEST_CASE("every invalid field is reported with its path and expectation", "[uni
     {set("/worker/command", json{""}), "worker.command[0]: expected the program to run, got \"\""},
     {set("/worker/stall_timeout_ms", 0), "worker.stall_timeout_ms: expected a positive integer, got 0"},
     {set("/worker/stop_grace_ms", -1), "worker.stop_grace_ms: expected a non-negative integer, got -1"},
+    {set("/worker/preload", "torch"), "worker.preload: expected an array of module names ([\"torch\"]), got \"torch\""},
+    {set("/worker/preload", json{"torch", 7}), "worker.preload[1]: expected a module name, got 7"},
+    {set("/worker/preload", json{"torch..nn"}), "worker.preload[0]: a module name is dotted identifiers (\"torch\", \"torch.nn\"), at most 200 bytes"},
+    {set("/worker/preload", json{"os; import x"}), "worker.preload[0]: a module name is dotted identifiers (\"torch\", \"torch.nn\"), at most 200 bytes"},
+    {set("/worker/preload", json{"9lives"}), "worker.preload[0]: a module name is dotted identifiers (\"torch\", \"torch.nn\"), at most 200 bytes"},
+    {set("/worker/preload", json(std::vector<std::string>(65, "m"))), "worker.preload: at most 64 modules, got 65"},
+    {set("/worker/preload", json{"torch"}), "worker.preload: needs worker.command [python, script, args...]: the fork server is a Python parent that runs the script in each shard"},
+    {both(set("/worker/preload", json{"torch"}), set("/worker/command", json{"python3"})), "worker.preload: needs worker.command [python, script, args...] with the script second (the fork server runs it as __main__; interpreter options go in worker.env, e.g. PYTHONUNBUFFERED), got no script"},
+    {both(set("/worker/preload", json{"torch"}), set("/worker/command", json{"python3", "-u", "t.py"})), "worker.preload: needs worker.command [python, script, args...] with the script second (the fork server runs it as __main__; interpreter options go in worker.env, e.g. PYTHONUNBUFFERED), got \"-u\""},
     {set("/worker/env", "CUDA_VISIBLE_DEVICES=1"), "worker.env: expected an object of NAME: \"value\" strings, got \"CUDA_VISIBLE_DEVICES=1\""},
     {set("/worker/env", json{{"1GPU", "x"}}), "worker.env.1GPU: a variable name is letters, digits and _, not starting with a digit"},
     {set("/worker/env", json{{"A-B", "x"}}), "worker.env.A-B: a variable name is letters, digits and _, not starting with a digit"},
@@ -895,6 +904,22 @@ TEST_CASE("a data path that is a folder fails, naming the field", "[unit][job_sp
   CHECK(files.error().message ==
         "data.path: expected a regular file, got a folder: " + (dir / "train.csv").string());
   fs::remove_all(dir);
+}
+
+TEST_CASE("worker.preload reaches the spec and round-trips", "[unit][job_spec]") {
+  auto doc = minimal();
+  doc["worker"]["command"] = {"python3", "train.py", "--fast"};
+  doc["worker"]["preload"] = {"torch", "torch.nn", "_private.mod2"};
+  auto spec = parse_job_spec(doc.dump(), base);
+  REQUIRE(spec);
+  CHECK(spec->worker.preload == std::vector<std::string>{"torch", "torch.nn", "_private.mod2"});
+  auto again = parse_job_spec(baton::protocol::to_json(*spec).dump(), base);
+  REQUIRE(again);
+  CHECK(*again == *spec);
+  doc["worker"]["preload"] = nullptr;
+  auto none = parse_job_spec(doc.dump(), base);
+  REQUIRE(none);
+  CHECK(none->worker.preload.empty());
 }
 
 TEST_CASE("worker.env reaches the spec and round-trips", "[unit][job_spec]") {
