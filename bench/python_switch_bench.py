@@ -10,7 +10,7 @@ and spawn, and the new worker's start-up (imports, data, model, restore) to its 
 supervisor's part alone (from one shard's end to the next spawn, from the job's log) and the CPU.
 
     /usr/bin/python3 bench/python_switch_bench.py --baton build/supervisor/baton [--rounds 3]
-        [--shards 4] [--quick]
+        [--shards 4] [--units 2000] [--quick]
 """
 import argparse
 import json
@@ -31,20 +31,25 @@ PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 
 
 def cpu_model():
+    """The CPU's name and widest vector ISA ("AMD EPYC, avx2"): run times differ by both."""
+    name, isa = platform.processor() or "unknown", ""
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not isa:
+                flags = line.split(":", 1)[1].split()
+                isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in flags), "")
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return name + (", " + isa if isa else "")
 
 
 def job(name, steps_per_shard, preload, params):
     worker = {"command": [PYTHON, str(ROOT / "configs/examples/pytorch/train.py")],
               "env": {"PYTHONPATH": str(ROOT / "python")}}
     if preload:
-        worker["preload"] = ["torch"]
+        worker["preload"] = ["torch", "baton.torch"]  # what train.py imports
     return {"name": name, "params": params, "shard": {"steps": steps_per_shard},
             "memory": {"poll_ms": 100}, "worker": worker}
 
@@ -94,9 +99,12 @@ def main():
     p.add_argument("--baton", required=True, help="the baton executable")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--shards", type=int, default=4, help="K: shards of the split runs")
+    p.add_argument("--units", type=int, default=2000,
+                   help="hidden width (the seed's 2000; a small one isolates the start-up from "
+                        "the checkpoint's size and makes steps fast enough for a precise median)")
     p.add_argument("--quick", action="store_true", help="a smoke run: small model, one round")
     a = p.parse_args()
-    params = {"epochs": 2, "samples": 1024, "features": 100, "units": 2000, "threads": 1,
+    params = {"epochs": 2, "samples": 1024, "features": 100, "units": a.units, "threads": 1,
               "leak": False}
     if a.quick:
         a.rounds, a.shards = 1, 2
@@ -105,9 +113,9 @@ def main():
     if total_steps % a.shards:
         sys.exit("python_switch_bench: %d steps do not split into %d shards" %
                  (total_steps, a.shards))
-    print("cpu: %s (%d cores), python %s; %d steps, %d-shard runs against 1-shard runs, "
-          "%d rounds" % (cpu_model(), os.cpu_count(), platform.python_version(), total_steps,
-                         a.shards, a.rounds), flush=True)
+    print("cpu: %s (%d cores), python %s; %d steps of width %d, %d-shard runs against 1-shard "
+          "runs, %d rounds" % (cpu_model(), os.cpu_count(), platform.python_version(),
+                               total_steps, params["units"], a.shards, a.rounds), flush=True)
     variants = {"fresh": False, "preload": True}
     walls = {(v, k): [] for v in variants for k in (1, a.shards)}
     gaps = {v: [] for v in variants}

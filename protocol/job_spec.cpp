@@ -566,6 +566,12 @@ class checker {
   }
 
   void preload(const json& p, worker_spec& out) {
+#ifdef _WIN32
+    (void)out;
+    if (!p.is_array() || !p.empty()) {
+      fail("worker.preload", "not supported on Windows: the fork server forks each shard");
+    }
+#else
     if (!p.is_array()) {
       expected("worker.preload", "an array of module names ([\"torch\"])", p);
       return;
@@ -589,10 +595,6 @@ class checker {
     }
     // Half a list is no list: the cross-section checks look only at a valid one.
     if (errors_.size() != errors_before) out.preload.clear();
-#ifdef _WIN32
-    if (!out.preload.empty()) {
-      fail("worker.preload", "not supported on Windows: the fork server forks each shard");
-    }
 #endif
   }
 

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_set>
 
 #include "os/cgroup.h"
@@ -664,6 +665,8 @@ result<std::unique_ptr<process>> adopt(asio::io_context& io, std::int64_t pid,
   if (!cs.cgroups.usable() || options.group.empty()) {
     return make_error(who + ": needs cgroup containment and a job group");
   }
+  // A worker of ours already (the fork server itself, say): never a second owner of one pid.
+  if (is_registered(pid)) return make_error(who + ": it is already one of the supervisor's");
   // Registered first, so no reap takes its status while it is checked. Held by a pidfd from
   // here on: while it is our unreaped child the pid cannot be someone else's.
   register_pid(pid);
@@ -671,13 +674,8 @@ result<std::unique_ptr<process>> adopt(asio::io_context& io, std::int64_t pid,
     unregister_pid(pid);
     return make_error(who + ": " + why);
   };
-  auto stat = procfs::read_kernel_file("/proc/" + std::to_string(pid) + "/stat");
-  auto entry = stat ? procfs::parse_stat(*stat) : result<procfs::proc_entry>(stat.error());
-  if (!entry) return fail("cannot read its /proc entry: " + entry.error().message);
-  if (entry->ppid != ::getpid()) {
-    return fail("it is not a child of the supervisor (its parent is " +
-                std::to_string(entry->ppid) + "; is the supervisor a subreaper?)");
-  }
+  // Only a member of the fork server's cgroup is taken: what is in there is this job's, so a
+  // lying server can name no other process to be moved (and later killed) with the job.
   const auto from = cgroup::job_at(cs.cgroups, from_group);
   auto members = from->members();
   if (!members) return fail(members.error().message);
@@ -689,6 +687,25 @@ result<std::unique_ptr<process>> adopt(asio::io_context& io, std::int64_t pid,
   auto cg = std::move(*opened);
   if (auto s = cg->add_process(pid); !s) {
     return fail("joining cgroup " + cg->name() + ": " + s.error().message);
+  }
+  // Contained now, but ours to wait for only once the server's middle process has exited and
+  // the kernel re-parented it to us (a subreaper). The server replies before that exit, which
+  // then overlaps the cgroup moves above; it takes milliseconds.
+  const auto fail_killed = [&](std::string why) -> error {
+    ::kill(static_cast<pid_t>(pid), SIGKILL);  // this job's process, in this job's cgroup
+    return fail(std::move(why));
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (true) {
+    auto stat = procfs::read_kernel_file("/proc/" + std::to_string(pid) + "/stat");
+    auto entry = stat ? procfs::parse_stat(*stat) : result<procfs::proc_entry>(stat.error());
+    if (!entry) return fail_killed("cannot read its /proc entry: " + entry.error().message);
+    if (entry->ppid == ::getpid()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      return fail_killed("it is not a child of the supervisor (its parent is " +
+                         std::to_string(entry->ppid) + "; is the supervisor a subreaper?)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
   if (pidfd < 0) return fail(errno_error("pidfd_open", errno).message);

@@ -179,8 +179,9 @@ def _run_shard(req: dict[str, Any], go_fd: int) -> None:
         os._exit(code & 0xFF)
 
 
-def _fork_shard(req: dict[str, Any], fds: list[int]) -> int:
-    """Double-forks the shard; returns its pid (a grandchild, re-parented to the supervisor)."""
+def _fork_shard(req: dict[str, Any], fds: list[int]) -> tuple[int, int]:
+    """Double-forks the shard; returns its pid (a grandchild, re-parented to the supervisor once
+    the middle process exits) and the middle one's, which the caller reaps after replying."""
     r, w = os.pipe()
     child = os.fork()
     if child == 0:
@@ -207,10 +208,10 @@ def _fork_shard(req: dict[str, Any], fds: list[int]) -> int:
     os.close(w)
     with os.fdopen(r, "rb") as f:
         out = f.read()
-    os.waitpid(child, 0)
     if not out:
+        os.waitpid(child, 0)
         raise RequestError("fork failed in the shard's parent")
-    return int(out)
+    return int(out), child
 
 
 def serve(sock: socket.socket) -> None:
@@ -230,12 +231,14 @@ def serve(sock: socket.socket) -> None:
             return
         if not data and not fds:
             return  # the supervisor closed the channel: the job ended
+        middle = 0
         try:
             if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                 raise RequestError(f"request too big (at most {MAX_REQUEST_BYTES} bytes and "
                                    f"{FDS_PER_REQUEST} fds)")
             req = parse_request(data, fds)
-            reply: dict[str, Any] = {"pid": _fork_shard(req, fds)}
+            shard, middle = _fork_shard(req, fds)
+            reply: dict[str, Any] = {"pid": shard}
         except (RequestError, OSError) as e:
             reply = {"error": f"fork request: {e}"}
         finally:
@@ -248,6 +251,14 @@ def serve(sock: socket.socket) -> None:
             sock.send(json.dumps(reply).encode())
         except OSError:
             return
+        finally:
+            # After the reply: the supervisor moves the shard into its cgroup while the middle
+            # process's exit (an address space as big as the imports) runs.
+            if middle:
+                try:
+                    os.waitpid(middle, 0)
+                except ChildProcessError:
+                    pass
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -206,7 +206,11 @@ TEST_CASE("preload: a hostile server's answers are errors that break it, never a
   // Each fake server says ready, then answers the fork request with `reply` (Python).
   const std::vector<hostile> cases = {
       {"init", "{'pid': 1}", "no valid \"pid\""},
-      {"stranger", "{'pid': os.getppid()}", "not a child of the supervisor"},
+      {"stranger", "{'pid': os.getppid()}", "where its fork server runs"},
+      {"itself", "{'pid': os.getpid()}", "already one of the supervisor's"},
+      // Its own child: in its cgroup, but never re-parented to us.
+      {"unreparented", "(lambda c: {'pid': c} if c else (time.sleep(30), os._exit(0)))(os.fork())",
+       "not a child of the supervisor"},
       {"garbage", "'not json'", "is not JSON"},
       {"error", "{'error': 'fork request: no'}", "fork request: no"},
       {"silent", "None", "did not answer within"},
