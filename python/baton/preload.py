@@ -11,10 +11,12 @@ fork requests, one message each:
      "supervisor_pid": 123}
     with SCM_RIGHTS: [stdin, stdout, stderr, go]
 
-It forks; the child calls ``setsid()``, installs the fds as 0, 1, 2 and forks again, so the
-shard (the grandchild, leader of its own process group) is re-parented to the supervisor, a
-subreaper, and owes the server nothing. The reply is ``{"pid": N}`` or ``{"error": "..."}``; a bad request gets an error and the
-server goes on. The shard waits for one byte on ``go`` (the supervisor first moves it into the
+The shard is forked ahead, while the server is idle: a child calls ``setsid()`` and forks
+again, so the shard (the grandchild, leader of its own process group) is re-parented to the
+supervisor, a subreaper, and owes the server nothing; it waits on a socket of its own. A
+request is checked and handed to that spare with its fds (installed as 0, 1, 2), and the reply
+is ``{"pid": N}`` at once, or ``{"error": "..."}``: a bad request gets an error and the server
+goes on. Then the next spare is forked. The shard waits for one byte on ``go`` (the supervisor first moves it into the
 job's cgroup, so nothing of the shard runs uncontained), then takes argv, environment and
 working folder from the request and runs the script as ``__main__``. The server ends when the
 control channel closes.
@@ -179,43 +181,98 @@ def _run_shard(req: dict[str, Any], go_fd: int) -> None:
         os._exit(code & 0xFF)
 
 
-def _fork_shard(req: dict[str, Any], fds: list[int]) -> tuple[int, int]:
-    """Double-forks the shard; returns its pid (a grandchild, re-parented to the supervisor once
-    the middle process exits) and the middle one's, which the caller reaps after replying."""
+class _Spare:
+    """A shard forked ahead of its request: a grandchild of the server, re-parented to the
+    supervisor (a subreaper) and waiting on a socket of its own for the request and its fds.
+    A fork request then costs a send instead of two forks, each as slow as the imports are big
+    (page tables, the middle process's exit): the forks happen while the server is idle."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+
+
+def _make_spare() -> _Spare:
+    """Double-forks a spare shard and reaps the middle process, which exits at once."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     r, w = os.pipe()
     child = os.fork()
     if child == 0:
         try:
             os.close(r)
+            ours.close()
             os.setsid()
-            for target, fd in enumerate(fds[:3]):
-                os.dup2(fd, target)
-            go = os.dup(fds[3])
             shard = os.fork()
             if shard == 0:
-                # Its own process group, led by its pid, as a spawned worker's: the
-                # supervisor signals the group by the pid it was given.
-                os.setpgid(0, 0)
-                os.closerange(3, go)
-                # Every other inherited fd, up to the process limit (a fixed bound would miss
-                # fds past it under a raised RLIMIT_NOFILE).
-                os.closerange(go + 1, max(go + 1, os.sysconf("SC_OPEN_MAX")))
-                _run_shard(req, go)
+                _spare_main(theirs.fileno())
             os.write(w, str(shard).encode())
             os._exit(0)
         except BaseException:  # noqa: BLE001 - nothing may return into the server's loop
             os._exit(127)
     os.close(w)
-    with os.fdopen(r, "rb") as f:
-        out = f.read()
-    if not out:
+    theirs.close()
+    try:
+        out = os.read(r, 32)
+    finally:
+        os.close(r)
         os.waitpid(child, 0)
-        raise RequestError("fork failed in the shard's parent")
-    return int(out), child
+    if not out:
+        ours.close()
+        raise OSError("fork failed in the shard's parent")
+    return _Spare(int(out), ours)
 
 
-def serve(sock: socket.socket) -> None:
-    """Serves fork requests on `sock` until it closes. Never raises on a bad request.
+def _spare_main(sock_fd: int) -> None:
+    """In the spare: hold nothing of the server's, wait for the request, become the shard."""
+    try:
+        # Its own process group, led by its pid, as a spawned worker's: the supervisor signals
+        # the group by the pid it was given.
+        os.setpgid(0, 0)
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)  # the server's pipes: their ends must not wait on a spare
+        # Every other inherited fd, up to the process limit (a fixed bound would miss fds past
+        # it under a raised RLIMIT_NOFILE).
+        top = max(sock_fd + 1, os.sysconf("SC_OPEN_MAX"))
+        os.closerange(3, sock_fd)
+        os.closerange(sock_fd + 1, top)
+        sock = socket.socket(fileno=sock_fd)
+        data, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST_BYTES, FDS_PER_REQUEST + 4)
+        sock.close()
+        if not data or len(fds) != FDS_PER_REQUEST:
+            os._exit(0)  # the server ended (or gave up on this spare) before a request came
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        go = fds[3]
+        for fd in fds[:3]:
+            if fd > 2:
+                os.close(fd)
+        _run_shard(json.loads(data.decode("utf-8")), go)
+    except BaseException:  # noqa: BLE001 - a spare never returns into the server's loop
+        os._exit(127)
+
+
+def _hand_over(spare: Optional[_Spare], req: dict[str, Any], fds: list[int]) -> int:
+    """Gives the checked request and its fds to a spare (a new one if it died); its pid."""
+    payload = json.dumps(req).encode()
+    for attempt in range(2):
+        if spare is None:
+            spare = _make_spare()
+        try:
+            socket.send_fds(spare.sock, [payload], fds)
+            return spare.pid
+        except OSError:
+            if attempt == 1:
+                raise
+        finally:
+            spare.sock.close()
+        spare = None  # it died while waiting (killed): a fresh one, once
+    raise AssertionError("unreachable")
+
+
+def serve(sock: socket.socket, spare: Optional[_Spare] = None) -> None:
+    """Serves fork requests on `sock` until it closes (with `spare` the first one's shard).
+    Never raises on a bad request.
 
     Example::
 
@@ -223,6 +280,11 @@ def serve(sock: socket.socket) -> None:
         # serve(theirs) in a server; ours.send(...) with 4 fds from the supervisor
     """
     while True:
+        if spare is None:
+            try:
+                spare = _make_spare()
+            except OSError:
+                spare = None  # forked at the request, which reports the failure
         try:
             data, fds, flags, _ = socket.recv_fds(sock, MAX_REQUEST_BYTES, FDS_PER_REQUEST + 4)
         except InterruptedError:
@@ -231,14 +293,13 @@ def serve(sock: socket.socket) -> None:
             return
         if not data and not fds:
             return  # the supervisor closed the channel: the job ended
-        middle = 0
         try:
             if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                 raise RequestError(f"request too big (at most {MAX_REQUEST_BYTES} bytes and "
                                    f"{FDS_PER_REQUEST} fds)")
             req = parse_request(data, fds)
-            shard, middle = _fork_shard(req, fds)
-            reply: dict[str, Any] = {"pid": shard}
+            taken, spare = spare, None
+            reply: dict[str, Any] = {"pid": _hand_over(taken, req, fds)}
         except (RequestError, OSError) as e:
             reply = {"error": f"fork request: {e}"}
         finally:
@@ -251,14 +312,6 @@ def serve(sock: socket.socket) -> None:
             sock.send(json.dumps(reply).encode())
         except OSError:
             return
-        finally:
-            # After the reply: the supervisor moves the shard into its cgroup while the middle
-            # process's exit (an address space as big as the imports) runs.
-            if middle:
-                try:
-                    os.waitpid(middle, 0)
-                except ChildProcessError:
-                    pass
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -286,8 +339,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             pass
         print(why, file=sys.stderr)
         return 2
+    try:
+        spare: Optional[_Spare] = _make_spare()  # before "ready": the first shard is quick too
+    except OSError:
+        spare = None
     sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
-    serve(sock)
+    serve(sock, spare)
     return 0
 
 

@@ -1,6 +1,7 @@
 // The PyTorch example (configs/examples/pytorch/train.py) under the real `baton run`: a trainer
 // that leaks as a real bug does (every step's loss graph kept) is recycled at its soft limit and
-// still ends with exactly the weights of an undisturbed run and of a standalone run without baton.
+// still ends with exactly the weights of an undisturbed run and of a standalone run without baton;
+// and the same with worker.preload, every shard forked from one server that imported torch.
 // This is issue 10's promise for Python trainers, so it runs the real Debian python3-torch: a
 // machine without it fails here (scripts/setup.sh installs it), it never passes by skipping.
 #include <catch2/catch.hpp>
@@ -76,9 +77,11 @@ baton::protocol::manifest_file weights_of(const fs::path& folder) {
 
 }  // namespace
 
+// One case for both ways of starting shards: they share the calm run, the slowest part.
 TEST_CASE(
-    "a leaking PyTorch trainer is recycled and ends bit-equal to unbroken and standalone runs",
-    "[integration][pytorch]") {
+    "a leaking PyTorch trainer is recycled and ends bit-equal to unbroken and standalone runs, "
+    "with and without worker.preload",
+    "[integration][pytorch][preload]") {
   const auto dir = baton::test::fresh_scratch_dir("baton-pytorch-example");
 
   // The undisturbed run: one worker, no leak, no limit. Its peak sizes the leaky run's limit, so
@@ -121,17 +124,8 @@ TEST_CASE(
   CHECK(leaky_w.xxh64 == calm_w.xxh64);
   CHECK(alone_w.size == calm_w.size);
   CHECK(alone_w.xxh64 == calm_w.xxh64);
-  fs::remove_all(dir);
-}
 
-TEST_CASE(
-    "with worker.preload the leaking PyTorch trainer forks from one server and still ends "
-    "bit-equal",
-    "[integration][pytorch][preload]") {
-  const auto dir = baton::test::fresh_scratch_dir("baton-pytorch-preload");
-  const auto calm = baton_run(write_job(dir, job("calm", false)), dir / "state");
-  REQUIRE(calm["state"] == "completed");
-
+  // ---- worker.preload: the same, with every shard forked from one server ----
   // Every shard forked from a server that imported torch once. `python3 -m baton.preload` must
   // find the package: installed by the .deb, or from this tree.
   const auto preloaded = [](json j) {
@@ -148,20 +142,20 @@ TEST_CASE(
   REQUIRE(forked_peak > 0);
   CHECK(forked_peak < peak_rss(calm));
 
-  auto leaky_job = preloaded(job("leaky", true));
+  leaky_job = preloaded(job("leaky-forked", true));
   leaky_job["memory"] = {{"soft_limit_mib", static_cast<std::int64_t>(forked_peak >> 20)},
                          {"poll_ms", 20}};
-  const auto leaky = baton_run(write_job(dir, leaky_job), dir / "state");
-  INFO(leaky.dump(2));
-  CHECK(leaky["state"] == "completed");
-  CHECK(leaky["checkpoint_step"] == 64);
+  const auto leaky_forked = baton_run(write_job(dir, leaky_job), dir / "state");
+  INFO(leaky_forked.dump(2));
+  CHECK(leaky_forked["state"] == "completed");
+  CHECK(leaky_forked["checkpoint_step"] == 64);
   // Recycled at the soft limit and going on: each new shard started without the leak.
-  CHECK(leaky["restarts_by_cause"].value("memory_soft", 0) >= 2);
-  CHECK(leaky["restarts_by_cause"].value("crashed", 0) == 0);
-  CHECK(leaky["restarts_by_cause"].value("spawn_failed", 0) == 0);
+  CHECK(leaky_forked["restarts_by_cause"].value("memory_soft", 0) >= 2);
+  CHECK(leaky_forked["restarts_by_cause"].value("crashed", 0) == 0);
+  CHECK(leaky_forked["restarts_by_cause"].value("spawn_failed", 0) == 0);
 
   // One server for the whole run, and every shard came from it.
-  std::ifstream log(dir / "state" / "jobs" / leaky["id"].get<std::string>() / "worker.log");
+  std::ifstream log(dir / "state" / "jobs" / leaky_forked["id"].get<std::string>() / "worker.log");
   REQUIRE(log);
   int servers = 0, ready = 0, forked = 0;
   for (std::string line; std::getline(log, line);) {
@@ -177,11 +171,10 @@ TEST_CASE(
   }
   CHECK(servers == 1);
   CHECK(ready == 1);
-  CHECK(forked == static_cast<int>(leaky["shards"].size()));
+  CHECK(forked == static_cast<int>(leaky_forked["shards"].size()));
 
   // Exact resume, forked or not.
-  const auto calm_w = weights_of(calm["checkpoint_path"].get<std::string>());
-  for (const auto* run : {&calm_forked, &leaky}) {
+  for (const auto* run : {&calm_forked, &leaky_forked}) {
     const auto w = weights_of((*run)["checkpoint_path"].get<std::string>());
     CHECK(w.size == calm_w.size);
     CHECK(w.xxh64 == calm_w.xxh64);
