@@ -21,18 +21,14 @@
 #include "os/preload_server.h"
 #include "os/process.h"
 #include "support/skip.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using baton::test::read_text;
 
 std::string unique_key(const std::string& name) {
   return "/tmp/baton-preload-test-" + name + "-" + std::to_string(::getpid());

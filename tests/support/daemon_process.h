@@ -20,6 +20,7 @@
 #include "os/process.h"
 #include "supervisor/control_client.h"
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace baton::test {
 
@@ -53,12 +54,7 @@ inline outcome run_baton(const std::vector<std::string>& args, const fs::path& e
   return {exit_code_of(r), r.out};
 }
 
-inline std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::baton::test::read_text;  // support/test_paths.h
 
 // Lines `baton` wrote to stderr since the log was last truncated.
 inline std::string take_err(const fs::path& p) {

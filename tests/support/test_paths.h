@@ -6,6 +6,8 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace baton::test {
@@ -22,6 +24,15 @@ inline std::filesystem::path fresh_scratch_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// The whole file as text; empty when it cannot be read (the test's checks then say what is
+// missing).
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace baton::test
