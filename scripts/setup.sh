@@ -14,6 +14,10 @@ BATON_PACKAGES=(
   nlohmann-json3-dev libeigen3-dev catch2 libsystemd-dev libxxhash-dev libcli11-dev
   python3
   python3-pytest python3-xxhash python3-numpy python3-torch  # tests/python, the PyTorch example
+  # The BLAS our users' torch and numpy run on. It starts a thread pool when torch is imported
+  # (worker.preload must tell that pool, which a fork stops, from TensorFlow's threads), and
+  # reference BLAS would make every torch test and worker_bench's torch baseline ~10x slower.
+  libopenblas0-pthread
   curl  # the control-socket tests talk to the daemon as a user would
   systemd  # systemd-analyze, for the unit's verify test; nothing here needs systemd as PID 1
   lintian man-db  # the package test runs lintian on the .deb; the docs test renders the man pages

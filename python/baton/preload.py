@@ -2,10 +2,11 @@
 
 The supervisor starts ``python -m baton.preload --import torch ...`` with fd 3 one end of a unix
 SOCK_SEQPACKET socketpair (the control channel). The parent imports the modules, then refuses to
-serve if the imports started threads: ``fork()`` copies only the calling thread, so a library
-whose import starts threads (TensorFlow's runtime, some BLAS pools) would leave its locks held
-and its queues without workers in every child. Otherwise it says ``{"ready": true}`` and serves
-fork requests, one message each:
+serve if the imports started threads that a fork does not stop: ``fork()`` copies only the
+calling thread, so a library whose import starts threads (TensorFlow's runtime) would leave its
+locks held and its queues without workers in every child. A pool its library stops in a fork
+handler (OpenBLAS's) is safe, and a probe fork tells the two apart. Otherwise it says
+``{"ready": true}`` and serves fork requests, one message each:
 
     {"argv": ["python", "train.py", ...], "env": ["K=V", ...], "cwd": "/job",
      "supervisor_pid": 123}
@@ -43,6 +44,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from typing import Any, Optional
 
 CONTROL_FD = 3
@@ -89,10 +91,39 @@ def import_modules(names: list[str]) -> Optional[str]:
             return f"worker.preload: import {name} failed: {type(e).__name__}: {e}"
         n = thread_count()
         if n > 1:
-            return (f"worker.preload: importing {name} started threads ({n} in the process); "
-                    "forking after that is unsafe (the child gets the threads' locks but not the "
-                    "threads: TensorFlow is one such library). Leave worker.preload out for it.")
+            n = threads_left_after_a_fork()
+        if n > 1:
+            return (f"worker.preload: importing {name} started threads ({n} in the process) "
+                    "that a fork does not stop; forking after that is unsafe (the child gets the "
+                    "threads' locks but not the threads: TensorFlow is one such library). Leave "
+                    "worker.preload out for it.")
     return None
+
+
+def threads_left_after_a_fork(settle_s: float = 0.5) -> int:
+    """Forks a child that exits at once, then counts this process's threads again.
+
+    Some libraries start a thread pool at import but stop it in a fork handler of their own
+    (``pthread_atfork``, ``os.register_at_fork``) and start it again at their next call: OpenBLAS
+    does, and Debian's torch loads it whenever it is the system's BLAS, so ``import torch``
+    leaves two threads on a 2-core machine. Those threads are gone in every fork, so they do not
+    make forking unsafe; threads that survive this probe do. A joined thread may linger in
+    /proc for a moment, hence a short settle.
+
+    Example::
+
+        assert threads_left_after_a_fork() == 1   # in a process that started no threads
+    """
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    deadline = time.monotonic() + settle_s
+    n = thread_count()
+    while n > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+        n = thread_count()
+    return n
 
 
 def parse_request(data: bytes, fds: list[int]) -> dict[str, Any]:

@@ -158,6 +158,31 @@ def test_refuses_an_import_that_starts_threads(tmp_path):
     assert s.proc.wait(timeout=30) == 2
 
 
+def test_serves_after_an_import_whose_pool_a_fork_handler_stops(tmp_path):
+    """OpenBLAS's way: a pool started at import, stopped before each fork (pthread_atfork) and
+    started again at the next call. No thread of it reaches a child, so the server serves."""
+    (tmp_path / "pooled_mod.py").write_text(
+        "import os, threading\n"
+        "_stop = threading.Event()\n"
+        "_pool = [threading.Thread(target=_stop.wait, daemon=True)]\n"
+        "_pool[0].start()\n"
+        "def _shut_down():\n"
+        "    _stop.set()\n"
+        "    for t in _pool:\n"
+        "        t.join()\n"
+        "    _pool.clear()\n"
+        "os.register_at_fork(before=_shut_down)\n")
+    script = tmp_path / "train.py"
+    script.write_text("import os, pooled_mod\nprint(len(os.listdir('/proc/self/task')))\n")
+    s = Server(tmp_path, ["json", "pooled_mod"], extra_path=tmp_path)
+    assert s.hello.get("ready") is True, s.hello
+    shard = Shard(s, script, tmp_path, [f"PYTHONPATH={tmp_path}"])
+    shard.go()
+    out, code = shard.finish()
+    assert (out.strip(), code) == ("1", 0)
+    s.close()
+
+
 @pytest.mark.parametrize("name,why", [("os; rm", "not a module name"),
                                       ("no_such_module_xyz", "import no_such_module_xyz failed")])
 def test_refuses_bad_or_missing_modules(tmp_path, name, why):
