@@ -150,14 +150,24 @@ status write_file_atomic(env& e, const std::filesystem::path& path, std::string_
 
 status write_file_atomic(env& e, const std::filesystem::path& path,
                          const std::function<status(writable_file&)>& write) {
+  return write_file_atomic(e, path, write, {});
+}
+
+status write_file_atomic(env& e, const std::filesystem::path& path,
+                         const std::function<status(writable_file&)>& write,
+                         const std::filesystem::path& reuse) {
   const std::filesystem::path tmp = path.string() + temp_suffix();
   const auto fail = [&](const error& err) -> status {
     (void)e.remove_file(tmp);  // best effort: the temp file is garbage either way
     return with_context("writing " + path.string(), err);
   };
-  auto file = e.new_writable_file(tmp);
+  const bool reusing = !reuse.empty() && e.rename_file(reuse, tmp);
+  auto file = reusing ? e.reuse_writable_file(tmp) : e.new_writable_file(tmp);
   if (!file) return fail(file.error());
   if (auto s = write(**file); !s) return fail(s.error());
+  if (reusing) {
+    if (auto s = (*file)->truncate_to_written(); !s) return fail(s.error());
+  }
   if (auto s = (*file)->sync(); !s) return fail(s.error());
   if (auto s = (*file)->close(); !s) return fail(s.error());
   file->reset();

@@ -41,6 +41,9 @@ class writable_file {
   virtual status append(std::string_view data) = 0;
   virtual status sync() = 0;  // fsync / FlushFileBuffers: data reached the disk
   virtual status close() = 0;
+  // Cuts the file to what this handle wrote: after env::reuse_writable_file, whatever the old
+  // content had past it goes. A file opened from scratch has nothing past it.
+  virtual status truncate_to_written() { return {}; }
 };
 
 // A file opened for reading at any offset, so a large file can be read a piece at a time.
@@ -92,6 +95,14 @@ class env {
   // Creates or truncates `path`.
   virtual result<std::unique_ptr<writable_file>> new_writable_file(
       const std::filesystem::path& path) = 0;
+  // Opens the existing file `path` to be written again from its start, keeping its disk blocks
+  // and cached pages rather than freeing them and allocating new ones; the writer ends with
+  // writable_file::truncate_to_written. For a file of the same size rewritten again and again
+  // (checkpoint_store's spare). The default truncates, as new_writable_file does.
+  virtual result<std::unique_ptr<writable_file>> reuse_writable_file(
+      const std::filesystem::path& path) {
+    return new_writable_file(path);
+  }
   // Opens `path` for appending, creating it if missing: every append lands at the end of the
   // file, even when another process (a worker's stderr) appends to it too. For logs.
   // Envs that never hold logs may refuse.
@@ -175,6 +186,12 @@ status write_file_atomic(env& e, const std::filesystem::path& path, std::string_
 // fails the save like a failed append: the temp file is removed and `path` is untouched.
 status write_file_atomic(env& e, const std::filesystem::path& path,
                          const std::function<status(writable_file&)>& write);
+// As above, but when `reuse` names a file, it is renamed to the temp name and written over
+// (env::reuse_writable_file) instead of a new temp file being made: its pages and blocks are
+// reused. A `reuse` that cannot be renamed (missing) is no error: a new file is made then.
+status write_file_atomic(env& e, const std::filesystem::path& path,
+                         const std::function<status(writable_file&)>& write,
+                         const std::filesystem::path& reuse);
 
 // The marker in every temp file name write_file_atomic makes (and the Python package too):
 // "<name>.tmp-<tag>".

@@ -93,8 +93,16 @@ status checkpoint_store::prune(const std::filesystem::path& keep_path) const {
   }
   const std::size_t keep_others = static_cast<std::size_t>(keep_ - 1);
   if (others.size() <= keep_others) return {};
+  bool spare = env_.file_exists(spare_path());
   for (std::size_t i = 0; i < others.size() - keep_others; ++i) {
     const auto& o = others[i];
+    if (!o.is_folder && !spare) {
+      // Out of the checkpoints at once (one rename), and written over by the next save.
+      if (env_.rename_file(o.path, spare_path())) {
+        spare = true;
+        continue;
+      }
+    }
     // A name of the folder kind may still be a plain file (a damaged leftover): remove_dir_all
     // takes either.
     auto s = o.is_folder ? env_.remove_dir_all(o.path) : env_.remove_file(o.path);
@@ -223,13 +231,17 @@ result<saved_checkpoint> checkpoint_store::save(const checkpoint_view& c) {
   status written;
   std::string digest;
   try {
-    written = os::write_file_atomic(env_, path, [&](os::writable_file& f) -> status {
-      auto d = write_checkpoint_hashed(c, *header,
-                                       [&](std::string_view piece) { return f.append(piece); });
-      if (!d) return d.error();
-      digest = std::move(*d);
-      return {};
-    });
+    const auto spare = spare_path();
+    written = os::write_file_atomic(
+        env_, path,
+        [&](os::writable_file& f) -> status {
+          auto d = write_checkpoint_hashed(c, *header,
+                                           [&](std::string_view piece) { return f.append(piece); });
+          if (!d) return d.error();
+          digest = std::move(*d);
+          return {};
+        },
+        env_.file_exists(spare) ? spare : std::filesystem::path());
   } catch (const std::exception& ex) {
     // os::write_file_atomic cleans up after failures it returns, not after a throwing env (a test
     // env, or bad_alloc); remove the temp file it left so nothing half-written stays behind.

@@ -80,6 +80,13 @@ class posix_writable_file final : public writable_file {
 #endif
   }
 
+  status truncate_to_written() override {
+    if (::ftruncate(fd_, static_cast<off_t>(written_)) != 0) {
+      return errno_error("truncate", path_, errno);
+    }
+    return {};
+  }
+
   status sync() override {
     // A failed fsync is never retried: the kernel may have dropped the dirty pages already.
     if (::fsync(fd_) != 0) return errno_error("fsync", path_, errno);
@@ -209,6 +216,14 @@ class posix_env final : public env {
     if (f->confined && ::ftruncate(f->fd.get(), 0) != 0) {
       return errno_error("truncate", path, errno);
     }
+    return std::unique_ptr<writable_file>(new posix_writable_file(path, f->fd.release()));
+  }
+
+  result<std::unique_ptr<writable_file>> reuse_writable_file(
+      const std::filesystem::path& path) override {
+    // No O_CREAT and no O_TRUNC: the file's pages and blocks are what is being reused.
+    auto f = open_file(path, O_WRONLY);
+    if (!f) return f.error();
     return std::unique_ptr<writable_file>(new posix_writable_file(path, f->fd.release()));
   }
 

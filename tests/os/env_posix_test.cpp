@@ -247,6 +247,36 @@ TEST_CASE("the no-follow env works as the plain one on real files, inside its ro
   CHECK(e.file_exists(g.root));
 }
 
+TEST_CASE("a reused file is written over in place and cut to what was written", "[unit][env]") {
+  const auto dir = baton::test::fresh_scratch_dir("baton-env-posix-test-reuse");
+  auto& e = baton::os::env::default_env();
+  const auto old_file = dir / "old";
+  REQUIRE(baton::os::write_file_atomic(e, old_file, std::string(100000, 'o')));
+  struct stat before {};
+  REQUIRE(::stat(old_file.c_str(), &before) == 0);
+  // Written over through write_file_atomic: the same inode, the new bytes, nothing of the old.
+  const auto target = dir / "new";
+  REQUIRE(baton::os::write_file_atomic(
+      e, target, [](baton::os::writable_file& f) { return f.append("shorter"); }, old_file));
+  CHECK_FALSE(fs::exists(old_file));
+  struct stat after {};
+  REQUIRE(::stat(target.c_str(), &after) == 0);
+  CHECK(after.st_ino == before.st_ino);
+  auto text = e.read_file(target);
+  REQUIRE(text);
+  CHECK(*text == "shorter");
+  // A file to reuse that is not there is no error: a new file is made.
+  REQUIRE(baton::os::write_file_atomic(
+      e, dir / "fresh", [](baton::os::writable_file& f) { return f.append("made"); },
+      dir / "missing"));
+  CHECK(*e.read_file(dir / "fresh") == "made");
+  // reuse_writable_file itself creates nothing: a missing file is an error naming it.
+  auto none = e.reuse_writable_file(dir / "missing");
+  REQUIRE_FALSE(none);
+  CHECK_THAT(none.error().message, Catch::Contains((dir / "missing").string()));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("set_owner hands a folder to a user without following a link", "[unit][env]") {
   if (::geteuid() != 0) BATON_SKIP("giving a folder to another uid needs root (CI runs as root)");
   guarded g("owner");

@@ -1,5 +1,7 @@
 #include "protocol/checkpoint_store.h"
 
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <span>
@@ -82,7 +84,7 @@ TEST_CASE("checkpoint store never prunes the file just written", "[unit][checkpo
   checkpoint_store one(e, "/jobs/b", 0);  // keep < 1 still keeps the one just written
   REQUIRE(one.save(at_step(1)));
   REQUIRE(one.save(at_step(2)));
-  CHECK(names(e, "/jobs/b") == std::vector<std::string>{"ckpt-000000000002.safetensors"});
+  CHECK(names(e, "/jobs/b") == std::vector<std::string>{".spare", "ckpt-000000000002.safetensors"});
 }
 
 TEST_CASE("checkpoint store replaces the same step", "[unit][checkpoint_store]") {
@@ -242,6 +244,8 @@ TEST_CASE("checkpoint store reports a failed prune after a durable save",
   baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 1);
   REQUIRE(s.save(at_step(1)));
+  // Two to prune: the first becomes the spare, the second is removed, and that fails.
+  REQUIRE(mem.put(dir / "ckpt-000000000000.safetensors", "old"));
   e.fail_at(1, "Permission denied", false, baton::os::fault_env::op::remove_file);
   auto r = s.save(at_step(2));
   REQUIRE_FALSE(r);
@@ -285,11 +289,53 @@ TEST_CASE("checkpoint store works on the real file system", "[unit][checkpoint_s
   fs::remove_all(root);
   checkpoint_store s(e, root / "ckpts", 2);
   for (int step : {1, 2, 3}) REQUIRE(s.save(at_step(step)));
-  CHECK(names(e, root / "ckpts") ==
-        std::vector<std::string>{"ckpt-000000000002.safetensors", "ckpt-000000000003.safetensors"});
+  CHECK(names(e, root / "ckpts") == std::vector<std::string>{".spare",
+                                                             "ckpt-000000000002.safetensors",
+                                                             "ckpt-000000000003.safetensors"});
   auto r = s.load_newest();
   REQUIRE(r);
   CHECK((*r)->data.step() == 3);
+  fs::remove_all(root);
+}
+
+TEST_CASE("checkpoint store writes each save over the spare a prune left, at any size",
+          "[unit][checkpoint_store]") {
+  auto& e = baton::os::env::default_env();
+  const auto root = fs::temp_directory_path() / "baton-ckpt-store-spare-test";
+  fs::remove_all(root);
+  checkpoint_store s(e, root, 2);
+  // Big ones first, so the spare is longer than what is written over it next.
+  const auto sized = [](int step, int floats) {
+    checkpoint c = at_step(step);
+    c.tensors[0].shape = {floats};
+    c.tensors[0].bytes.assign(static_cast<std::size_t>(floats) * 4, '\x01');
+    return c;
+  };
+  for (int step : {1, 2, 3}) REQUIRE(s.save(sized(step, 4096)));
+  REQUIRE(fs::exists(s.spare_path()));  // what was step 1
+#ifndef _WIN32
+  struct stat spare {};
+  REQUIRE(::stat(s.spare_path().c_str(), &spare) == 0);
+#endif
+  auto saved = s.save(at_step(4));  // four floats over a 16 KiB spare
+  REQUIRE(saved);
+#ifndef _WIN32
+  // The very file, written over (Windows makes a new one: its env does not reuse).
+  struct stat now {};
+  REQUIRE(::stat(saved->path.c_str(), &now) == 0);
+  CHECK(now.st_ino == spare.st_ino);
+#endif
+  CHECK(fs::file_size(saved->path) < 1024);
+  auto read_back = s.verify(saved->path);
+  REQUIRE(read_back);
+  CHECK(*read_back == saved->digest);
+  // Step 2 became the next spare; the checkpoints are the newest two, as without one.
+  CHECK(names(e, root) == std::vector<std::string>{".spare", "ckpt-000000000003.safetensors",
+                                                   "ckpt-000000000004.safetensors"});
+  auto newest = s.load_newest();
+  REQUIRE(newest);
+  CHECK((*newest)->data.step() == 4);
+  CHECK((*newest)->rejected.empty());
   fs::remove_all(root);
 }
 
