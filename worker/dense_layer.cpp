@@ -1,6 +1,7 @@
 #include "worker/dense_layer.h"
 
 #include <algorithm>
+#include <cassert>
 #include <utility>
 
 namespace baton::worker {
@@ -161,7 +162,8 @@ bool elementwise(activation a) { return a != activation::softmax; }
 }  // namespace
 
 template <class S>
-dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch, storage_fill fill)
+dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch, storage_fill fill,
+                            input_gradient input_grad)
     : act_(act),
       padded_batch_(round_up(max_batch, lanes<S>)),
       kernel_(inputs, units),  // Eigen leaves a sized matrix uninitialised
@@ -170,7 +172,8 @@ dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch
       bias_grad_(units),
       out_(row_matrix<S>::Zero(max_batch, units)),
       out_grad_(row_matrix<S>::Zero(max_batch, units)),
-      grad_t_(row_matrix<S>::Zero(units, padded_batch_)) {
+      grad_t_(input_grad == input_gradient::computed ? row_matrix<S>::Zero(units, padded_batch_)
+                                                     : row_matrix<S>()) {
   // Before the first write: the kernel is the one large buffer (see make_storage).
   os::advise_huge_pages(kernel_.data(), static_cast<std::size_t>(kernel_.size()) * sizeof(S));
   if (fill == storage_fill::zeroed) {
@@ -217,6 +220,7 @@ template <class S>
 void dense_layer<S>::prepare_output_grad(bool grad_is_preactivation) {
   const idx rows = rows_, n = units();
   if (!grad_is_preactivation) activation_backward<S>(act_, output(), output_grad());
+  if (grad_t_.size() == 0) return;  // no dX to compute from it
   const idx bp = round_up(rows, lanes<S>);
   for (idx j = 0; j < n; ++j) {
     S* row = grad_t_.data() + j * padded_batch_;
@@ -232,7 +236,10 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
   const S* dz = out_grad_.data();
   const idx bp = round_up(rows, lanes<S>);
   const bool lower_elementwise = lower && elementwise(lower->act_);
+  // The layer below keeps its dL/dZ transposed only when it computes a dX of its own.
+  const bool lower_transposed = lower && lower->grad_t_.size() != 0;
   if (lower) dx = lower->out_grad_.data();
+  assert(!dx || grad_t_.size() != 0);
   S* dw_block = scratch_.data() + static_cast<std::size_t>(t.id) * panel_rows * (n + padded_batch_);
   S* dxt_block = dw_block + panel_rows * n;
   // Each thread owns a range of kernel rows: it reads them for dX, then (fused) updates them.
@@ -250,7 +257,8 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
         const S* y = lower->out_.data();
         const activation a = lower->act_;
         for (idx i = 0; i < pr; ++i) {
-          S* gt = lower->grad_t_.data() + (k0 + i) * lower->padded_batch_;
+          S* gt =
+              lower_transposed ? lower->grad_t_.data() + (k0 + i) * lower->padded_batch_ : nullptr;
           for (idx b = 0; b < rows; ++b) {
             const S g = dxt_block[i * bp + b];
             const S yb = y[b * k + k0 + i];
@@ -270,9 +278,9 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
                 break;
             }
             dx[b * k + k0 + i] = d;
-            gt[b] = d;
+            if (lower_transposed) gt[b] = d;
           }
-          std::fill(gt + rows, gt + bp, S(0));
+          if (lower_transposed) std::fill(gt + rows, gt + bp, S(0));
         }
       } else {
         for (idx b = 0; b < rows; ++b) {
@@ -304,7 +312,7 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
           matrix_map<S>(lower->out_grad_.data() + r.begin * k, r.end - r.begin, k));
     }
     t.barrier();
-    const index_range kc = t.part(k);
+    const index_range kc = lower_transposed ? t.part(k) : index_range{0, 0};
     for (idx j = kc.begin; j < kc.end; ++j) {
       S* gt = lower->grad_t_.data() + j * lower->padded_batch_;
       for (idx b = 0; b < rows; ++b) gt[b] = dx[b * k + j];

@@ -35,7 +35,8 @@ result<model<S>> model<S>::create(const protocol::model_spec& spec, idx inputs, 
       return make_error("model.layers[" + std::to_string(i) +
                         "].units: expected a positive integer, got " + std::to_string(l.units));
     }
-    layers.emplace_back(width, static_cast<idx>(l.units), l.act, max_batch, fill);
+    layers.emplace_back(width, static_cast<idx>(l.units), l.act, max_batch, fill,
+                        i == 0 ? input_gradient::not_needed : input_gradient::computed);
     width = static_cast<idx>(l.units);
   }
   loss_function<S> lf(loss, spec.layers.back().act);

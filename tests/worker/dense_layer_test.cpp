@@ -64,6 +64,27 @@ TEST_CASE("dense backward dW, db, dX agree with central differences", "[unit]") 
   }
 }
 
+TEST_CASE("a layer without an input gradient computes the same dW and db", "[unit]") {
+  for (activation a : {activation::relu, activation::softmax}) {
+    CAPTURE(activation_name(a));
+    auto with = seeded_layer(4, 3, a, 6);
+    dense_layer<double> without(4, 3, a, 6, storage_fill::zeroed, input_gradient::not_needed);
+    without.kernel() = with.kernel();
+    without.bias() = with.bias();
+    const row_matrix<double> x = normal_matrix<double>(5, 4, 26);
+    const row_matrix<double> c = normal_matrix<double>(5, 3, 27);
+    for (auto* l : {&with, &without}) {
+      l->forward(cview(x));
+      l->output_grad() = c;
+    }
+    row_matrix<double> dx(5, 4);
+    with.backward(cview(x), false, dx.data());
+    without.backward(cview(x), false, nullptr);
+    CHECK(without.kernel_grad() == with.kernel_grad());
+    CHECK(without.bias_grad() == with.bias_grad());
+  }
+}
+
 TEST_CASE("a short batch reuses the max-batch buffers", "[unit]") {
   dense_layer<float> l(3, 2, activation::relu, 8);
   const row_matrix<float> x = normal_matrix<float>(8, 3, 26);

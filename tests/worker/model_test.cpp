@@ -100,6 +100,10 @@ TEST_CASE("whole-model gradients agree with central differences", "[unit]") {
       {"relu-softmax-linear mse",
        {{5, activation::relu}, {4, activation::softmax}, {2, activation::linear}},
        loss_kind::mse},
+      // The first layer keeps no dZ^T (input_gradient::not_needed): as a softmax lower layer,
+      // and as the only layer, whose dL/dZ comes straight from the loss.
+      {"softmax-linear mse", {{4, activation::softmax}, {2, activation::linear}}, loss_kind::mse},
+      {"sigmoid bce", {{1, activation::sigmoid}}, loss_kind::binary_crossentropy},
   };
   for (const auto& n : nets) {
     CAPTURE(n.name);
