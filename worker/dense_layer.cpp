@@ -180,14 +180,11 @@ dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch
     kernel_.setZero();
     bias_.setZero();
   }
-  reserve_team(thread_count());
 }
 
 template <class S>
-void dense_layer<S>::reserve_team(int threads) {
-  if (threads <= scratch_threads_) return;
-  scratch_threads_ = threads;
-  scratch_.assign(static_cast<std::size_t>(threads * panel_rows * (units() + padded_batch_)), S(0));
+idx dense_layer<S>::scratch_size() const {
+  return panel_rows * (units() + padded_batch_);
 }
 
 template <class S>
@@ -230,7 +227,7 @@ void dense_layer<S>::prepare_output_grad(bool grad_is_preactivation) {
 }
 
 template <class S>
-void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
+void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t, S* scratch,
                                    const gradient_sink<S>* sink, dense_layer* lower, S* dx) {
   const idx rows = rows_, k = inputs(), n = units();
   const S* dz = out_grad_.data();
@@ -240,7 +237,7 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
   const bool lower_transposed = lower && lower->grad_t_.size() != 0;
   if (lower) dx = lower->out_grad_.data();
   assert(!dx || grad_t_.size() != 0);
-  S* dw_block = scratch_.data() + static_cast<std::size_t>(t.id) * panel_rows * (n + padded_batch_);
+  S* dw_block = scratch;
   S* dxt_block = dw_block + panel_rows * n;
   // Each thread owns a range of kernel rows: it reads them for dX, then (fused) updates them.
   // Bounds on whole vectors keep the threads' columns of dX in separate cache lines.
@@ -324,7 +321,6 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t,
 
 template <class S>
 const_matrix_map<S> dense_layer<S>::forward(const_matrix_map<S> x, bool apply_activation) {
-  reserve_team(thread_count());
   run_team(2 * x.rows() * inputs() * units(),
            [&](const team& t) { forward_team(x, apply_activation, t); });
   return output();
@@ -332,10 +328,14 @@ const_matrix_map<S> dense_layer<S>::forward(const_matrix_map<S> x, bool apply_ac
 
 template <class S>
 void dense_layer<S>::backward(const_matrix_map<S> x, bool grad_is_preactivation, S* dx) {
-  reserve_team(thread_count());
+  const auto per_thread = static_cast<std::size_t>(scratch_size());
+  const auto needed = static_cast<std::size_t>(thread_count()) * per_thread;
+  if (scratch_.size() < needed) scratch_.resize(needed);
   prepare_output_grad(grad_is_preactivation);
-  run_team(4 * rows_ * inputs() * units(),
-           [&](const team& t) { backward_team(x, t, nullptr, nullptr, dx); });
+  run_team(4 * rows_ * inputs() * units(), [&](const team& t) {
+    backward_team(x, t, scratch_.data() + static_cast<std::size_t>(t.id) * per_thread, nullptr,
+                  nullptr, dx);
+  });
 }
 
 template <class S>

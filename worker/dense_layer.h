@@ -1,6 +1,8 @@
 // One fully connected layer, Y = act(X W + b), with the kernel laid out [inputs x units] as Keras
-// stores it. The layer owns its parameters, their gradients, max-batch-sized output and
-// output-gradient buffers and per-thread scratch; every pass works on the first `rows` rows of
+// stores it. The layer owns its parameters, their gradients and max-batch-sized output and
+// output-gradient buffers; its standalone passes own their per-thread scratch too, while a team
+// pass borrows the caller's (a model shares one scratch among its layers, which take turns at
+// it). Every pass works on the first `rows` rows of
 // those buffers, so no pass allocates (short final batches included). The model owns the order of
 // calls. The products run on the layer's own register-blocked kernels (dense_layer.cpp): each
 // output element is one sequential sum in a register, and threads split outputs, never sums.
@@ -78,13 +80,13 @@ class dense_layer {
   // layer's dL/dZ, prepared in the same pass (its activation's derivative applied; softmax takes
   // two more barriers); or with `dx` alone, dL/dX written raw. With `sink`, dW and db go to the
   // sink block by block instead of into kernel_grad() and bias_grad() (dX is computed from each
-  // kernel block before the sink sees that block).
-  void backward_team(const_matrix_map<S> x, const team& t, const gradient_sink<S>* sink,
+  // kernel block before the sink sees that block). `scratch` is this thread's own, at least
+  // scratch_size() elements, untouched by any other thread until the closing barrier.
+  void backward_team(const_matrix_map<S> x, const team& t, S* scratch, const gradient_sink<S>* sink,
                      dense_layer* lower, S* dx = nullptr);
 
-  // Sizes the per-thread scratch for a team of `threads` (allocates only when it grows). Call
-  // outside parallel regions; the constructor sizes it for thread_count().
-  void reserve_team(int threads);
+  // Elements of scratch one thread's backward_team needs: a block of dW rows and of dX^T rows.
+  idx scratch_size() const;
 
   row_matrix<S>& kernel() { return kernel_; }
   row_vector<S>& bias() { return bias_; }
@@ -105,8 +107,7 @@ class dense_layer {
   row_matrix<S> out_grad_;  // max_batch x units
   // units x padded_batch: dZ^T, zero-padded, for dX = dZ W^T; empty without an input gradient.
   row_matrix<S> grad_t_;
-  int scratch_threads_ = 0;
-  std::vector<S> scratch_;  // per thread: a block of dW rows and of dX^T rows
+  std::vector<S> scratch_;  // backward()'s, scratch_size() per thread; empty until it runs
 };
 
 }  // namespace baton::worker

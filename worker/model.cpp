@@ -1,5 +1,6 @@
 #include "worker/model.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <string>
@@ -12,7 +13,18 @@ namespace baton::worker {
 
 template <class S>
 model<S>::model(idx inputs, std::vector<dense_layer<S>> layers, loss_function<S> loss)
-    : inputs_(inputs), layers_(std::move(layers)), loss_(loss) {}
+    : inputs_(inputs), layers_(std::move(layers)), loss_(loss) {
+  for (const auto& l : layers_) {
+    scratch_stride_ = std::max(scratch_stride_, static_cast<std::size_t>(l.scratch_size()));
+  }
+  reserve_scratch();
+}
+
+template <class S>
+void model<S>::reserve_scratch() {
+  const std::size_t needed = static_cast<std::size_t>(thread_count()) * scratch_stride_;
+  if (scratch_.size() < needed) scratch_.resize(needed);
+}
 
 template <class S>
 result<model<S>> model<S>::create(const protocol::model_spec& spec, idx inputs, loss_kind loss,
@@ -66,7 +78,6 @@ std::int64_t model<S>::flops_per_row() const {
 template <class S>
 const_matrix_map<S> model<S>::forward(const_matrix_map<S> x) {
   assert(x.cols() == inputs_ && x.rows() <= max_batch());
-  for (auto& l : layers_) l.reserve_team(thread_count());
   run_team(x.rows() * flops_per_row(), [&](const team& t) {
     const S* in = x.data();
     idx cols = x.cols();
@@ -85,7 +96,7 @@ template <class S>
 double model<S>::step(const_matrix_map<S> x, const_matrix_map<S> y, const gradient_sink<S>* sinks) {
   assert(y.rows() == x.rows() && y.cols() == outputs());
   assert(x.cols() == inputs_ && x.rows() <= max_batch());
-  for (auto& l : layers_) l.reserve_team(thread_count());
+  reserve_scratch();
   double loss = 0;
   // One team for the whole step: phases meet at barriers instead of waking threads per product.
   run_team(3 * x.rows() * flops_per_row(), [&](const team& t) {
@@ -108,8 +119,8 @@ double model<S>::step(const_matrix_map<S> x, const_matrix_map<S> y, const gradie
     // Each layer's backward also prepares the dL/dZ of the layer below: one barrier per layer.
     for (std::size_t i = layers_.size(); i-- > 0;) {
       const_matrix_map<S> below = i == 0 ? x : layers_[i - 1].output();
-      layers_[i].backward_team(below, t, sinks ? sinks + i : nullptr,
-                               i == 0 ? nullptr : &layers_[i - 1]);
+      layers_[i].backward_team(below, t, scratch_.data() + t.id * scratch_stride_,
+                               sinks ? sinks + i : nullptr, i == 0 ? nullptr : &layers_[i - 1]);
     }
   });
   return loss;

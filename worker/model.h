@@ -81,9 +81,16 @@ class model {
   // layer, the fused update). Returns the mean loss.
   double step(const_matrix_map<S> x, const_matrix_map<S> y, const gradient_sink<S>* sinks);
   std::int64_t flops_per_row() const;
+  // Sizes scratch_ for thread_count() threads (allocates only when that grows). Outside a team.
+  void reserve_scratch();
 
   idx inputs_;
   std::vector<dense_layer<S>> layers_;
+  // One backward scratch for all layers, a stride per thread: the layers' backward passes run
+  // one after another, each ending at a barrier, so they take turns at the same memory (for the
+  // seed job 380 KiB less resident than one scratch per layer).
+  std::vector<S> scratch_;
+  std::size_t scratch_stride_ = 0;
   accuracy_count last_hits_{};
   loss_function<S> loss_;
 };
