@@ -21,8 +21,12 @@ export WINEDEBUG=-all
 export WINEPREFIX="${WINEPREFIX:-$BATON_WINDOWS_BUILD_DIR/wine-prefix}"
 trap 'echo "baton: windows: failed (line $LINENO, exit $?)" >&2' ERR
 
+# Release at -Og, not -O2: this build only runs the tests under wine and nobody ships it, and
+# -Og compiles the libraries with 29% less CPU (383 s against 540 here). baton_hot() still
+# builds the trainer's kernels at -O3, so the worker tests run as fast as before.
 if [[ ! -f "$BATON_WINDOWS_BUILD_DIR/build.ninja" ]]; then
   cmake -S "$BATON_ROOT" -B "$BATON_WINDOWS_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    "-DCMAKE_CXX_FLAGS_RELEASE=-Og -DNDEBUG" \
     -DCMAKE_TOOLCHAIN_FILE="$BATON_ROOT/cmake/mingw-w64.cmake" -DBATON_BUILD_BENCH=OFF >&2
 fi
 
