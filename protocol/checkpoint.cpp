@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -18,8 +17,6 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 constexpr const char* format_name = "baton-checkpoint";
-constexpr const char* digest_prefix = "xxh64:";
-constexpr std::size_t digest_hex_len = 16;
 // Far above any real header (a few KiB for hundreds of tensors) yet small enough that a lying
 // length prefix can never make us parse or allocate much.
 constexpr std::uint64_t max_header_bytes = 100ull << 20;
@@ -71,16 +68,6 @@ bool byte_size(const std::vector<std::int64_t>& shape, dtype type, std::uint64_t
 // append(), not "\"" + std::string(s): GCC 12 at -O3 flags the latter with a false -Wrestrict
 // (GCC bug 105329) once the inlining around it changes.
 std::string in_quotes(std::string_view s) { return std::string("\"").append(s).append("\""); }
-
-std::string hex16(std::uint64_t v) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s(digest_hex_len, '0');
-  for (std::size_t i = 0; i < digest_hex_len; ++i) {
-    s[digest_hex_len - 1 - i] = digits[v & 0xf];
-    v >>= 4;
-  }
-  return s;
-}
 
 // xxh64 of `bytes` as if the 16 characters at `hex_pos` were all '0'.
 std::uint64_t digest_with_hole(std::string_view bytes, std::size_t hex_pos) {
@@ -296,9 +283,7 @@ status verify_baton(const parsed& p, std::string_view head, const hole_digest& d
   const std::string* dig = meta_get(meta::digest);
   if (dig == nullptr) return fail("metadata has no \"digest\"");
   const std::string_view dv = *dig;
-  if (dv.size() != std::strlen(digest_prefix) + digest_hex_len || dv.rfind(digest_prefix, 0) != 0 ||
-      !std::all_of(dv.begin() + 6, dv.end(),
-                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+  if (dv.rfind(xxh64_prefix, 0) != 0 || !parse_hex16(dv.substr(xxh64_prefix.size()))) {
     return fail("metadata digest " + in_quotes(dv) +
                 " is not \"xxh64:\" and 16 lowercase hex digits");
   }
@@ -312,7 +297,7 @@ status verify_baton(const parsed& p, std::string_view head, const hole_digest& d
   if (header.find(needle, pos + 1) != std::string_view::npos) {
     return fail("metadata digest value occurs more than once in the header");
   }
-  const std::size_t hex_pos = 8 + pos + 1 + std::strlen(digest_prefix);
+  const std::size_t hex_pos = 8 + pos + 1 + xxh64_prefix.size();
   auto hashed = digest(hex_pos);
   if (!hashed) return fail(hashed.error().message);
   const std::string actual = hex16(*hashed);
@@ -376,7 +361,7 @@ namespace {
 // How every baton header starts, up to the digest's hex digits (checkpoint_header puts it
 // first): the digits sit at a fixed offset of the file.
 const std::string& header_before_digest() {
-  static const std::string s = std::string("{\"__metadata__\":{\"digest\":\"") + digest_prefix;
+  static const std::string s = std::string("{\"__metadata__\":{\"digest\":\"").append(xxh64_prefix);
   return s;
 }
 std::size_t digest_hex_offset() { return 8 + header_before_digest().size(); }
@@ -395,7 +380,7 @@ result<std::string> checkpoint_header(const checkpoint_view& c) {
   ojson header = ojson::object();
   ojson md = ojson::object();
   // Digest first, so its position in the file is fixed and nothing in user metadata precedes it.
-  md[meta::digest] = std::string(digest_prefix) + std::string(digest_hex_len, '0');
+  md[meta::digest] = std::string(xxh64_prefix) + std::string(digest_hex_len, '0');
   md[meta::format] = format_name;
   md[meta::format_version] = std::to_string(checkpoint_format_version);
   for (const auto& [k, v] : c.metadata) {
@@ -481,7 +466,7 @@ result<std::string> write_checkpoint_hashed(const checkpoint_view& c, std::strin
     return make_error("checkpoint tensors changed while being written: the header says xxh64:" +
                       std::string(announced) + ", the bytes written hash to xxh64:" + written);
   }
-  return digest_prefix + written;
+  return std::string(xxh64_prefix).append(written);
 }
 
 std::int64_t checkpoint_view::step() const {
@@ -590,12 +575,9 @@ result<checkpoint_index> index_checkpoint_streamed(const range_reader& read,
     if (check == digest_check::on_read) {
       // The value the header declares, so every other rule is still checked here; the hash of
       // the data is read_checkpoint_tensors' to compute.
-      std::uint64_t declared = 0;
-      for (std::size_t i = 0; i < digest_hex_len; ++i) {
-        const char c = head[hex_pos + i];
-        declared = declared << 4 | static_cast<std::uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
-      }
-      return declared;
+      const auto declared = parse_hex16(std::string_view(head).substr(hex_pos, digest_hex_len));
+      if (!declared) return make_error("internal error: the digest digits moved in the header");
+      return *declared;
     }
     static const std::string zeros(digest_hex_len, '0');
     const std::string_view h = std::string_view(head).substr(0, p->data_start);
@@ -648,7 +630,7 @@ status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_int
   const std::size_t at = c.head.find(needle, 8);
   if (at == std::string::npos) return fail("internal error: digest not in the indexed header");
   static const std::string zeros(digest_hex_len, '0');
-  const std::size_t hole = at + 1 + std::strlen(digest_prefix);
+  const std::size_t hole = at + 1 + xxh64_prefix.size();
   xxh64_stream h;
   h.update(std::string_view(c.head).substr(0, hole));
   h.update(zeros);
@@ -678,7 +660,7 @@ status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_int
   }
   if (next != c.file_size) return fail("internal error: tensors of the index end before the file");
   const std::string actual = hex16(h.digest());
-  if (digest_prefix + actual != dig->second) {
+  if (std::string(xxh64_prefix).append(actual) != dig->second) {
     const std::string msg = c.digest_checked
                                 ? "changed since it was verified: it says " + dig->second +
                                       ", the bytes read now hash to xxh64:" + actual

@@ -16,24 +16,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr std::string_view digest_prefix = "xxh64:";
-
-std::string hex16(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::optional<std::uint64_t> parse_hex16(std::string_view s) {
-  if (s.size() != 16) return std::nullopt;
-  for (const char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
-  }
-  std::uint64_t v = 0;
-  std::from_chars(s.data(), s.data() + s.size(), v, 16);
-  return v;
-}
-
 // A JSON string literal. Names a worker wrote may not be UTF-8; those are refused by the seal
 // before they get here, so replacing is only a guard against a throw.
 std::string quoted(const std::string& s) {
@@ -161,9 +143,9 @@ std::string folder_name_for_step(std::int64_t step) {
 std::string encode_manifest(const folder_manifest& m) {
   // Written by hand so the digest comes first and the layout is fixed.
   std::string out = "{\"digest\":\"";
-  out += digest_prefix;
+  out += xxh64_prefix;
   const std::size_t hex_at = out.size();
-  out += std::string(16, '0');
+  out += std::string(digest_hex_len, '0');
   out += "\",\"format\":\"";
   out += folder_format;
   out += "\",\"format_version\":" + std::to_string(folder_format_version);
@@ -198,7 +180,7 @@ result<folder_manifest> decode_manifest(std::string_view bytes, std::string_view
   if (dg == j.end() || !dg->is_string()) return bad("no \"digest\" string");
   const std::string digest = dg->get<std::string>();
   std::optional<std::uint64_t> want;
-  if (digest.rfind(digest_prefix, 0) == 0) want = parse_hex16(digest.substr(digest_prefix.size()));
+  if (digest.rfind(xxh64_prefix, 0) == 0) want = parse_hex16(digest.substr(xxh64_prefix.size()));
   if (!want) return bad("digest \"" + digest + "\" is not xxh64:<16 lowercase hex digits>");
   // The digest covers the manifest's own bytes with its digits zeroed: the first occurrence of
   // the quoted digest is the field itself (it is written first, and nothing before it quotes).
@@ -206,7 +188,7 @@ result<folder_manifest> decode_manifest(std::string_view bytes, std::string_view
   const auto at = bytes.find(needle);
   if (at == std::string_view::npos) return bad("digest field not found in the raw bytes");
   std::string zeroed(bytes);
-  zeroed.replace(at + 1 + digest_prefix.size(), 16, std::string(16, '0'));
+  zeroed.replace(at + 1 + xxh64_prefix.size(), digest_hex_len, std::string(digest_hex_len, '0'));
   if (const auto got = xxh64(zeroed); got != *want) {
     return bad("bad digest: the manifest hashes to xxh64:" + hex16(got) + ", it says " + digest +
                " (edited or corrupted)");
@@ -272,7 +254,8 @@ result<file_hash> hash_file(os::env& e, const fs::path& path) {
   return hash_open_file(**f, path);
 }
 
-result<file_hash> hash_file(os::env& e, const fs::path& path, const os::untrusted_file_limits& limits) {
+result<file_hash> hash_file(os::env& e, const fs::path& path,
+                            const os::untrusted_file_limits& limits) {
   auto f = e.new_untrusted_readable_file(path, limits);
   if (!f) return f.error();
   return hash_open_file(**f, path);

@@ -6,8 +6,6 @@
 #endif
 #include <xxhash.h>
 
-#include <cstdio>
-
 namespace baton::protocol {
 
 std::uint64_t xxh64(std::string_view data, std::uint64_t seed) {
@@ -15,9 +13,28 @@ std::uint64_t xxh64(std::string_view data, std::uint64_t seed) {
 }
 
 std::string xxh64_digest(std::string_view data) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "xxh64:%016llx", static_cast<unsigned long long>(xxh64(data)));
-  return buf;
+  return std::string(xxh64_prefix).append(hex16(xxh64(data)));
+}
+
+std::string hex16(std::uint64_t v) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s(digest_hex_len, '0');
+  for (std::size_t i = 0; i < digest_hex_len; ++i) {
+    s[digest_hex_len - 1 - i] = digits[v & 0xf];
+    v >>= 4;
+  }
+  return s;
+}
+
+std::optional<std::uint64_t> parse_hex16(std::string_view s) {
+  if (s.size() != digest_hex_len) return std::nullopt;
+  std::uint64_t v = 0;
+  for (const char c : s) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    v = (v << 4) | static_cast<std::uint64_t>(d);
+  }
+  return v;
 }
 
 struct xxh64_stream::state {

@@ -8,12 +8,9 @@
 #include <cstring>
 
 #include "os/peer_credentials.h"
+#include "os/posix/errno_text.h"
 
 namespace baton::os {
-
-namespace {
-std::string errno_text(int e) { return std::strerror(e); }
-}  // namespace
 
 result<peer_credentials> get_peer_credentials(native_socket_handle socket) {
   peer_credentials out;

@@ -7,14 +7,13 @@
 #include <cstring>
 
 #include "os/peer_credentials.h"
+#include "os/posix/errno_text.h"
 #include "os/private_file.h"
 #include "os/system.h"
 
 namespace baton::os {
 
 namespace {
-
-std::string errno_text(int e) { return std::strerror(e); }
 
 status write_all(int fd, std::string_view data, const std::string& name) {
   while (!data.empty()) {

@@ -10,14 +10,13 @@
 #include <chrono>
 #include <cstring>
 
+#include "os/posix/errno_text.h"
 #include "os/state_lock.h"
 #include "os/system.h"
 
 namespace baton::os {
 
 namespace {
-
-std::string errno_text(int e) { return std::strerror(e); }
 
 std::string read_all(int fd) {
   std::string out;
