@@ -16,21 +16,19 @@
 #include "supervisor/cli.h"
 #include "supervisor/docs_command.h"
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using baton::os::exit_status;
 using baton::test::run_process;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace cli_docs_files_test {
 
 const fs::path docs_dir = BATON_DOCS_DIR;
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using baton::test::read_text;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -70,8 +68,6 @@ baton::test::process_output bash_with_completion(const std::string& script,
                       "source '" + completion.string() + "' || exit 9\n" + script},
                      {}, stderr_log);
 }
-
-}  // namespace
 
 TEST_CASE("generated man page and completions name every command and long flag",
           "[integration][docs]") {
@@ -265,3 +261,5 @@ TEST_CASE("man renders both pages without a warning", "[integration][docs]") {
                                                            : "baton-worker [OPTIONS]"));
   }
 }
+
+}  // namespace cli_docs_files_test

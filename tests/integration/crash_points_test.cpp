@@ -20,7 +20,9 @@
 namespace fs = std::filesystem;
 using baton::os::exit_status;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace crash_points_test {
 
 constexpr int sigabrt = 6;
 
@@ -45,8 +47,6 @@ std::string encoded(std::int64_t step) {
   REQUIRE(bytes);
   return *bytes;
 }
-
-}  // namespace
 
 TEST_CASE("a checkpoint save killed after any operation leaves the old or the new checkpoint",
           "[integration][crash_points]") {
@@ -203,3 +203,5 @@ TEST_CASE("a record save killed after any operation leaves the old or the new re
   CHECK(saw_new >= 2);
   fs::remove_all(root);
 }
+
+}  // namespace crash_points_test

@@ -23,13 +23,15 @@ namespace asio = boost::asio;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace daemon_python_worker_test {
 
 fs::path scratch(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-daemon-python-test-" + name);
 }
 
-std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
+using baton::test::python;
 
 // A job for the example Python worker: `epochs` epochs of 8 steps each, one shard per
 // `shard_epochs`. Small enough to finish in about a second.
@@ -119,8 +121,6 @@ struct fixture {
   std::string log;
   std::optional<int> stopped_code;
 };
-
-}  // namespace
 
 TEST_CASE("submit validates the spec and answers every error line, with real workers",
           "[integration][daemon]") {
@@ -361,3 +361,5 @@ TEST_CASE("reload raises max_workers and starts queued jobs, with real workers",
   CHECK(f.stopped_code == 1);
   CHECK(f.d->running_count() == 0);
 }
+
+}  // namespace daemon_python_worker_test

@@ -49,7 +49,9 @@ using baton::test::run_baton;
 using baton::test::take_err;
 using baton::test::trim;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace daemon_test {
 
 fs::path scratch(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-itest-" + name);
@@ -100,8 +102,6 @@ std::string raw_exchange(const fs::path& socket, const std::string& bytes) {
   }
   return answer;
 }
-
-}  // namespace
 
 TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integration][daemon]") {
   const auto dir = scratch("roundtrip");
@@ -625,8 +625,6 @@ TEST_CASE("100 simultaneous submits get 100 distinct ids", "[integration][daemon
   REQUIRE(d.wait(30s));
 }
 
-namespace {
-
 // Opens `n` connections to `socket` and holds them, idle, until the returned fds are closed.
 std::vector<int> idle_connections(const fs::path& socket, int n) {
   std::vector<int> fds;
@@ -659,8 +657,6 @@ void owner_is_answered(const daemon_process& d, const fs::path& err, int rounds)
   CHECK(list.code == 0);
   CHECK(clock_type::now() - t0 < 5s);  // a whole process start included
 }
-
-}  // namespace
 
 TEST_CASE("500 idle connections of the owner's uid: the owner still gets answers within 1 s",
           "[integration][daemon]") {
@@ -954,3 +950,5 @@ TEST_CASE("submit --set, rm, rm --force, resume of a cancelled job and prune thr
   CHECK(trim(pruned.out) == "removed " + short_id);
   CHECK(trim(run_baton({"list", "--socket", sock}, err).out) == "no jobs");
 }
+
+}  // namespace daemon_test

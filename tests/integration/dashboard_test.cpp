@@ -26,7 +26,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace dashboard_test {
 
 const fs::path node_exe = "/usr/bin/node";
 const fs::path chromium_exe = "/usr/bin/chromium";
@@ -120,8 +122,6 @@ void check_live_job(const json& seen, const std::string& id, const fs::path& sho
   CHECK(bad.at("job").is_null());
   CHECK_THAT(seen.at("badTokenText").get<std::string>(), Catch::Contains("wrong dashboard token"));
 }
-
-}  // namespace
 
 TEST_CASE("the dashboard in headless chromium draws a leaky job's sawtooth, live",
           "[integration][dashboard]") {
@@ -225,3 +225,5 @@ TEST_CASE("baton run --dashboard serves the same page for a foreground run, live
   CHECK(ended->code == 0);
   CHECK(fs::file_size(dir / "state" / "jobs" / "leaky" / "history.jsonl") > 0);
 }
+
+}  // namespace dashboard_test

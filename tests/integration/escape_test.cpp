@@ -33,7 +33,9 @@ using baton::test::python;
 using baton::test::run_baton;
 using baton::test::trim;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace escape_test {
 
 constexpr int escapee_mib = 150;
 
@@ -237,8 +239,6 @@ void daemon_kill_and_restart(const mode& m) {
   CHECK(survivors(read_pids(dir)) == "");
 }
 
-}  // namespace
-
 TEST_CASE("escape: a setsid double-fork escapee is recycled with its worker and gone at the end",
           "[integration][escape]") {
   const mode m = GENERATE(mode{"cgroup-env", false, false}, mode{"cgroup-noenv", false, true},
@@ -258,3 +258,5 @@ TEST_CASE("escape: a restarted daemon kills what the SIGKILLed one's workers lef
                           mode{"fallback-env", true, false});
   SECTION(m.name) { daemon_kill_and_restart(m); }
 }
+
+}  // namespace escape_test

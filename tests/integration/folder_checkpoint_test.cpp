@@ -17,7 +17,9 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace folder_checkpoint_test {
 
 const std::string python = "/usr/bin/python3";
 const std::string worker_py =
@@ -103,8 +105,6 @@ fs::path readme_snippet(const fs::path& dir) {
   return path;
 }
 
-}  // namespace
-
 TEST_CASE("a folder-checkpoint worker completes over several shards, resuming from sealed folders",
           "[integration][folder_checkpoint]") {
   const auto dir = baton::test::fresh_scratch_dir("baton-folder-good");
@@ -156,8 +156,8 @@ TEST_CASE("`baton checkpoint verify` and the README's Python snippet check a sea
   auto bytes = slurp(victim);
   bytes[100] ^= 1;
   std::ofstream(victim, std::ios::binary) << bytes;
-  cli = baton::test::run_process({BATON_EXE, "checkpoint", "verify", folder}, {},
-                                    dir / "cli.stderr");
+  cli =
+      baton::test::run_process({BATON_EXE, "checkpoint", "verify", folder}, {}, dir / "cli.stderr");
   CHECK(cli.status == baton::os::exit_status::exited(1));
   CHECK_THAT(slurp(dir / "cli.stderr"),
              Catch::Contains(victim.string() + ": content hashes to xxh64"));
@@ -175,7 +175,7 @@ TEST_CASE("`baton checkpoint verify` and the README's Python snippet check a sea
 
   // A file checkpoint path that is missing fails with the reason too.
   cli = baton::test::run_process({BATON_EXE, "checkpoint", "verify", folder + ".nope"}, {},
-                                    dir / "cli2.stderr");
+                                 dir / "cli2.stderr");
   CHECK(cli.status == baton::os::exit_status::exited(1));
   CHECK_THAT(slurp(dir / "cli2.stderr"), Catch::Contains("does not exist"));
   fs::remove_all(dir);
@@ -227,3 +227,5 @@ TEST_CASE("a damaged newest folder is skipped before the next spawn, naming the 
   CHECK(o.summary["checkpoint_step"] == total_steps);
   fs::remove_all(dir);
 }
+
+}  // namespace folder_checkpoint_test

@@ -28,7 +28,9 @@ using baton::test::daemon_process;
 using baton::test::read_text;
 using baton::test::run_baton;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace hostile_worker_test {
 
 const std::string python = "/usr/bin/python3";
 const std::string worker_py =
@@ -41,7 +43,7 @@ fs::path scratch(const std::string& name) {
 
 fs::path write_job(const fs::path& dir, const std::string& name, const std::string& attack,
                    bool first_only) {
-  std::vector<std::string> command = {python,    worker_py,
+  std::vector<std::string> command = {python,     worker_py,
                                       "--attack", attack,
                                       "--total",  std::to_string(total_steps),
                                       "--trace",  (dir / (name + ".trace")).string()};
@@ -83,7 +85,8 @@ attack_result poll_job(daemon_process& d, const fs::path& dir, const std::string
   for (;;) {
     const auto t0 = std::chrono::steady_clock::now();
     auto st = run_baton({"status", id, "--json", "--socket", d.socket().string()}, err, 5s);
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.slowest_status_s = std::max(r.slowest_status_s, took);
     ++r.polls;
     INFO("baton status: " << read_text(err) << "\ndaemon log:\n" << d.log());
@@ -102,8 +105,8 @@ attack_result attack(daemon_process& d, const fs::path& dir, const std::string& 
                      const std::set<std::string>& until = {"completed", "failed", "cancelled",
                                                            "paused"}) {
   const auto job = write_job(dir, name, mode, first_only);
-  auto sub = run_baton({"submit", job.string(), "--socket", d.socket().string()},
-                       dir / "client.err");
+  auto sub =
+      run_baton({"submit", job.string(), "--socket", d.socket().string()}, dir / "client.err");
   REQUIRE(sub.code == 0);
   std::string id = sub.out;
   while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
@@ -137,8 +140,6 @@ std::vector<std::string> names_in(const fs::path& d) {
   std::sort(out.begin(), out.end());
   return out;
 }
-
-}  // namespace
 
 TEST_CASE("checkpoint attacks neither block, crash nor bloat the daemon, and are never resumed",
           "[integration][hostile]") {
@@ -242,8 +243,6 @@ TEST_CASE("a fake done, a string step, an empty shard and exit 2 end honestly",
   }
 }
 
-namespace {
-
 // A small tmpfs mounted on `dir` for the life of the object, if this machine lets us mount one.
 struct small_tmpfs {
   fs::path dir;
@@ -256,8 +255,6 @@ struct small_tmpfs {
     if (mounted) ::umount2(dir.c_str(), MNT_DETACH);
   }
 };
-
-}  // namespace
 
 TEST_CASE("a full disk in the worker's checkpoint write pauses the job, and resume finishes it",
           "[integration][hostile]") {
@@ -282,3 +279,5 @@ TEST_CASE("a full disk in the worker's checkpoint write pauses the job, and resu
   CHECK(again.status.at("state") == "completed");
   CHECK(again.status.at("checkpoint_step") == total_steps);
 }
+
+}  // namespace hostile_worker_test

@@ -13,19 +13,17 @@
 #include "supervisor/daemon_settings.h"
 #include "support/run_process.h"
 #include "support/skip.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 using baton::os::exit_status;
 using baton::test::run_process;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace package_test {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using baton::test::read_text;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -34,8 +32,6 @@ bool contains(const std::string& text, const std::string& part) {
 bool have(const char* tool) {
   return fs::exists(std::string("/usr/bin/") + tool) || fs::exists(std::string("/bin/") + tool);
 }
-
-}  // namespace
 
 TEST_CASE("the packaged default settings pass baton serve's validation", "[integration]") {
   const fs::path file = fs::path(BATON_SOURCE_DIR) / "deploy/settings.json";
@@ -200,3 +196,5 @@ TEST_CASE("cpack builds a Debian package with binaries, unit, settings and scrip
   CHECK_FALSE(fs::exists("/etc/baton/settings.json"));
   fs::remove_all(dir);
 }
+
+}  // namespace package_test

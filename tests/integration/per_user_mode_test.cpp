@@ -19,7 +19,9 @@
 
 using namespace baton::test;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace per_user_mode_test {
 
 // The unit's ExecStart= words (the line has no quoting), %t and %h expanded as systemd does.
 std::vector<std::string> unit_command(const fs::path& runtime, const fs::path& home) {
@@ -55,8 +57,6 @@ void give(const fs::path& p, const std::optional<baton::os::process_credentials>
   fs::permissions(p, fs::perms::owner_all);
   if (to) REQUIRE(::chown(p.c_str(), to->uid, to->gid) == 0);
 }
-
-}  // namespace
 
 TEST_CASE("per-user mode: the user unit's command line serves its user, found with no --socket",
           "[integration][per_user_mode]") {
@@ -159,3 +159,5 @@ TEST_CASE("per-user mode: the user unit's command line serves its user, found wi
   while (!ended && clock_type::now() < stop_by) io.run_for(50ms);
   CHECK(ended == baton::os::exit_status::exited(0));
 }
+
+}  // namespace per_user_mode_test

@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace process_hygiene_test {
 
 fs::path scratch(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-hygiene-" + name);
@@ -86,8 +88,6 @@ bool alive(std::int64_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
-}  // namespace
-
 TEST_CASE("no descendant of a killed worker outlives the supervisor's kill",
           "[integration][process_hygiene]") {
   const auto dir = scratch("escapees");
@@ -147,3 +147,5 @@ TEST_CASE("no descendant of a killed worker outlives the supervisor's kill",
   }
   fs::remove_all(dir);
 }
+
+}  // namespace process_hygiene_test

@@ -27,7 +27,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace prometheus_test {
 
 const fs::path prometheus_exe = "/usr/bin/prometheus";
 const fs::path curl_exe = "/usr/bin/curl";
@@ -109,8 +111,6 @@ class prometheus_process {
   boost::asio::io_context io_;
   std::unique_ptr<baton::os::process> proc_;
 };
-
-}  // namespace
 
 TEST_CASE("a real Prometheus scrapes the sawtooth and the recycles of a leaky job",
           "[integration][prometheus]") {
@@ -225,3 +225,5 @@ TEST_CASE("a real Prometheus scrapes the sawtooth and the recycles of a leaky jo
   d.signal(false);
   CHECK(d.wait(10s));
 }
+
+}  // namespace prometheus_test

@@ -17,7 +17,9 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace pytorch_example_test {
 
 const std::string python = "/usr/bin/python3";
 const std::string script = std::string(BATON_SOURCE_DIR) + "/configs/examples/pytorch/train.py";
@@ -75,8 +77,6 @@ baton::protocol::manifest_file weights_of(const fs::path& folder) {
   FAIL("no model.pt in " << folder.string());
   return {};
 }
-
-}  // namespace
 
 // One case for both ways of starting shards: they share the calm run, the slowest part.
 TEST_CASE(
@@ -182,3 +182,5 @@ TEST_CASE(
   }
   fs::remove_all(dir);
 }
+
+}  // namespace pytorch_example_test

@@ -19,7 +19,9 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace run_builtin_worker_test {
 
 fs::path scratch(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-run-builtin-" + name);
@@ -98,14 +100,7 @@ const std::string& reference_state() {
   return state;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
+using baton::test::read_text;
 
 TEST_CASE("a leaking worker under a soft limit is recycled and ends with the same weights",
           "[integration][builtin_worker]") {
@@ -320,3 +315,5 @@ TEST_CASE("a checkpoint replaced after its verification is caught before the nex
   REQUIRE(fs::exists(reason));
   CHECK_THAT(read_text(reason), Catch::Contains("digest mismatch"));
 }
+
+}  // namespace run_builtin_worker_test

@@ -15,13 +15,15 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace run_command_worker_test {
 
 fs::path scratch(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-run-cmd-" + name);
 }
 
-std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
+using baton::test::python;
 
 // Only name, worker.command, shard, memory and params: the worker knows the rest.
 json chatty_job(const std::string& name, int total_steps, int steps_per_epoch) {
@@ -63,8 +65,6 @@ run_outcome baton_run(const fs::path& job, const fs::path& state, bool as_json) 
   REQUIRE_FALSE(r.timed_out);
   return {r.status, r.out};
 }
-
-}  // namespace
 
 TEST_CASE("a chatty command worker loses no protocol line and its text reaches the job log",
           "[integration][command_worker]") {
@@ -172,3 +172,5 @@ TEST_CASE("a worker whose script is missing: run shows the log's path and python
              Catch::Contains("No such file or directory"));
   fs::remove_all(dir);
 }
+
+}  // namespace run_command_worker_test

@@ -13,7 +13,9 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace run_python_worker_test {
 
 fs::path scratch(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-run-py-" + name);
@@ -57,8 +59,6 @@ std::string final_weights(const json& summary) {
   for (const auto& t : c->tensors) all += t.name + ":" + t.bytes;
   return all;
 }
-
-}  // namespace
 
 TEST_CASE("the Python example worker completes under a soft limit that forces recycles",
           "[integration][python_worker]") {
@@ -120,3 +120,5 @@ TEST_CASE("a crash-looping worker fails the job with a diagnosis", "[integration
   CHECK(r.summary["shards"].size() == 3);
   fs::remove_all(dir);
 }
+
+}  // namespace run_python_worker_test

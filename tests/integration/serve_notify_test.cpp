@@ -17,6 +17,7 @@
 
 #include "os/process.h"
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
@@ -25,16 +26,13 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using asio::local::datagram_protocol;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace serve_notify_test {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using baton::test::read_text;
 
-std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
+using baton::test::python;
 
 // About 5 ms a step (400 features) and 8 steps an epoch: 300 epochs outlast the test by far.
 fs::path write_long_job(const fs::path& dir) {
@@ -102,8 +100,6 @@ class notify_listener {
   std::array<char, 4096> buf_{};
   std::vector<message> messages_;
 };
-
-}  // namespace
 
 TEST_CASE("baton serve notifies READY, STATUS, WATCHDOG, STOPPING and EXTEND_TIMEOUT",
           "[integration][daemon][notify]") {
@@ -235,3 +231,5 @@ TEST_CASE("baton serve sends RELOADING=1 then READY=1 around SIGHUP",
   CHECK(listener.first("STOPPING=1") > reloading);
   fs::remove_all(dir);
 }
+
+}  // namespace serve_notify_test

@@ -23,7 +23,9 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 using baton::test::run_process;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace service_windows_test {
 
 constexpr unsigned stopped = 1, running = 4;
 
@@ -31,12 +33,7 @@ fs::path scratch(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-service-" + name);
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using baton::test::read_text;
 
 std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
@@ -166,8 +163,6 @@ fs::path write_job(const fs::path& dir, const std::string& name, int epochs, int
   std::ofstream(file) << doc.dump(2);
   return file;
 }
-
-}  // namespace
 
 TEST_CASE("baton serve --service: install, start, run jobs, drain on stop, resume, uninstall",
           "[integration][service]") {
@@ -382,3 +377,5 @@ TEST_CASE("a slow drain keeps the service STOP_PENDING with an advancing checkpo
   CHECK(max_wait_hint_s >= 25);  // 12 s grace (or the 10 s floor) + 15 s margin
   CHECK(read_text(log).find("job " + id + ": stopped at checkpoint step") != std::string::npos);
 }
+
+}  // namespace service_windows_test

@@ -27,7 +27,9 @@
 
 using namespace baton::test;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace system_mode_test {
 
 const std::string worker_script =
     std::string(BATON_SOURCE_DIR) + "/tests/integration/workers/identity_worker.py";
@@ -63,8 +65,6 @@ stat_result lstat_of(const fs::path& p) {
   REQUIRE(::lstat(p.c_str(), &st) == 0);
   return {st.st_uid, st.st_gid, static_cast<unsigned>(st.st_mode & 07777)};
 }
-
-}  // namespace
 
 TEST_CASE(
     "system mode: each job runs as its submitter, in a folder of its own, out of others' reach",
@@ -277,3 +277,5 @@ TEST_CASE("system mode refuses to start without cgroups, which alone hold anothe
              Catch::Contains("jobs_run_as = \"submitter\" needs cgroup containment"));
   fs::remove_all(dir);
 }
+
+}  // namespace system_mode_test

@@ -11,17 +11,15 @@
 #include "os/system.h"
 #include "supervisor/control_server.h"
 #include "support/run_process.h"
+#include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace systemd_unit_test {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using baton::test::read_text;
 
 // The unit names /usr/bin/baton; verify checks that ExecStart exists, so point it at this build.
 fs::path unit_for_this_build(const fs::path& dir, const std::string& extra_line = {}) {
@@ -43,8 +41,6 @@ fs::path unit_for_this_build(const fs::path& dir, const std::string& extra_line 
 bool have_systemd_analyze() {
   return fs::exists("/usr/bin/systemd-analyze") || fs::exists("/bin/systemd-analyze");
 }
-
-}  // namespace
 
 TEST_CASE("the systemd unit verifies without warnings", "[integration][systemd]") {
   // Issue 5 asks for this check to run, so a missing tool fails rather than skips.
@@ -129,8 +125,6 @@ TEST_CASE("the systemd unit's exposure stays at the score the README records",
   fs::remove_all(dir);
 }
 
-namespace {
-
 const fs::path user_unit_file = fs::path(BATON_SOURCE_DIR) / "deploy/systemd/user/baton.service";
 
 // The value after `flag` on the unit's ExecStart line, e.g. "%t/baton/baton.sock".
@@ -180,8 +174,6 @@ class scoped_env {
   const char* name_;
   std::optional<std::string> old_;
 };
-
-}  // namespace
 
 TEST_CASE("the per-user unit verifies under systemd-analyze --user", "[integration][systemd]") {
   if (!have_systemd_analyze()) {
@@ -250,3 +242,5 @@ TEST_CASE("the per-user unit serves where a user's baton looks without flags", "
     CHECK(unit.find(line) == std::string::npos);
   }
 }
+
+}  // namespace systemd_unit_test

@@ -23,7 +23,9 @@ using baton::test::run_baton;
 using baton::test::take_err;
 using baton::test::trim;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace worker_log_test {
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -31,8 +33,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   for (std::string l; std::getline(in, l);) out.push_back(l);
   return out;
 }
-
-}  // namespace
 
 TEST_CASE("a worker flooding stderr leaves at most (keep + 1) * log_max_mib on disk and completes",
           "[integration][worker_log]") {
@@ -109,3 +109,5 @@ TEST_CASE("a worker flooding stderr leaves at most (keep + 1) * log_max_mib on d
   CHECK(d.wait(std::chrono::seconds(10)));
   fs::remove_all(dir);
 }
+
+}  // namespace worker_log_test

@@ -24,7 +24,9 @@ using baton::os::exit_status;
 using namespace std::chrono_literals;
 namespace protocol = baton::protocol;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace worker_resume_test {
 
 fs::path fresh_dir(const std::string& name) {
   static std::mt19937_64 gen(std::random_device{}());
@@ -186,8 +188,6 @@ std::map<std::string, std::string> final_tensors(const fs::path& dir) {
   out["step"] = std::to_string((*loaded)->data.step());
   return out;
 }
-
-}  // namespace
 
 TEST_CASE("worker shards killed, terminated and stopped anywhere equal one run", "[integration]") {
   const fs::path whole_dir = fresh_dir("whole");
@@ -452,3 +452,5 @@ TEST_CASE("worker skips a corrupt newest checkpoint and says why on stderr", "[i
                        Catch::Contains("digest mismatch"));
   fs::remove_all(dir);
 }
+
+}  // namespace worker_resume_test

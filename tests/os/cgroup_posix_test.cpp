@@ -25,7 +25,9 @@ namespace fs = std::filesystem;
 namespace cg = baton::os::cgroup;
 using namespace std::chrono_literals;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace cgroup_posix_test {
 
 constexpr std::uint64_t mib = 1024 * 1024;
 
@@ -109,8 +111,6 @@ started start_escaping(boost::asio::io_context& io, const fs::path& dir, const s
 std::string unique_key(const std::string& name) {
   return "/tmp/baton-cgroup-test-" + name + "-" + std::to_string(::getpid());
 }
-
-}  // namespace
 
 TEST_CASE("an escapee stays in its job's cgroup, counts, and dies with the group",
           "[integration][cgroup]") {
@@ -204,3 +204,5 @@ TEST_CASE("forced fallback: the marked escapee counts, dies with the kill and is
   CHECK(gone(s.escapee));
   CHECK(reaper.reaped() >= 1);
 }
+
+}  // namespace cgroup_posix_test

@@ -8,11 +8,12 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace env_test {
 fs::path scratch_dir(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-env-test-" + name);
 }
-}  // namespace
 
 TEST_CASE("posix env writes atomically and reads back", "[unit][env]") {
   auto& e = baton::os::env::default_env();
@@ -119,7 +120,6 @@ TEST_CASE("readable files read_into their caller's memory, and refuse to run pas
   fs::remove_all(dir);
 }
 
-namespace {
 // A file that implements read() alone, as a test double would: read_into falls back on it.
 class read_only_file final : public baton::os::readable_file {
  public:
@@ -135,7 +135,6 @@ class read_only_file final : public baton::os::readable_file {
  private:
   std::string data_;
 };
-}  // namespace
 
 TEST_CASE("read_into falls back on read() in bounded pieces", "[unit][env]") {
   std::string data(3 << 20, '\0');
@@ -207,3 +206,5 @@ TEST_CASE("remove_temp_files takes only the temp files of killed writes", "[unit
   CHECK(*none == 0);
   fs::remove_all(dir);
 }
+
+}  // namespace env_test

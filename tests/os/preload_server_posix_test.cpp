@@ -26,7 +26,9 @@
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace preload_server_posix_test {
 
 using baton::test::read_text;
 
@@ -97,8 +99,6 @@ shard_run run_shard(boost::asio::io_context& io, baton::os::process& p,
   while ((!r.status || !eof) && std::chrono::steady_clock::now() < deadline) io.run_for(10ms);
   return r;
 }
-
-}  // namespace
 
 TEST_CASE("preload: shards forked from one server run in the job's cgroup with their own stdio",
           "[integration][preload]") {
@@ -254,3 +254,5 @@ TEST_CASE("preload: refused without cgroup containment", "[integration][preload]
   REQUIRE_FALSE(server);
   CHECK_THAT(server.error().message, Catch::Contains("needs cgroup containment"));
 }
+
+}  // namespace preload_server_posix_test

@@ -24,7 +24,9 @@ namespace fs = std::filesystem;
 using baton::os::exit_status;
 using namespace std::chrono_literals;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace process_test {
 
 // What a test saw of one child: its lines, how reading ended, how it exited.
 struct observed {
@@ -110,8 +112,6 @@ fs::path scratch_dir(const std::string& name) {
 }
 
 constexpr std::uint64_t mib = 1024 * 1024;
-
-}  // namespace
 
 TEST_CASE("spawn reads stdout lines and a clean exit", "[integration][process]") {
   boost::asio::io_context io;
@@ -575,8 +575,6 @@ TEST_CASE("reap_orphans leaves spawned children's exit status alone", "[integrat
   CHECK(o.status == exit_status::exited(7));
 }
 
-namespace {
-
 // Forks a stand-in supervisor that spawns a long sleeper (as `credentials`, if set), kills the
 // stand-in, and checks the sleeper dies with it (PR_SET_PDEATHSIG).
 void check_worker_dies_with_its_spawner(
@@ -611,8 +609,6 @@ void check_worker_dies_with_its_spawner(
   (void)baton::os::reap_orphans();  // it may have been re-parented to us
 }
 
-}  // namespace
-
 TEST_CASE("a worker dies when the process that spawned it is killed", "[integration][process]") {
   check_worker_dies_with_its_spawner(std::nullopt);
 }
@@ -643,16 +639,12 @@ TEST_CASE("paced reading: a worker's last lines, stderr and end come at its exit
   CHECK(err == "err tail");
 }
 
-namespace {
-
 // Ids no account uses (no passwd entry needed: the kernel takes any number).
 constexpr std::uint32_t test_uid = 61234;
 constexpr std::uint32_t test_gid = 61235;
 constexpr std::uint32_t test_group = 61236;
 
 baton::os::process_credentials test_user() { return {test_uid, test_gid, {test_group, test_gid}}; }
-
-}  // namespace
 
 TEST_CASE("a worker spawned with credentials runs as that user, groups included, for good",
           "[integration][process]") {
@@ -727,3 +719,5 @@ TEST_CASE("a worker that changed user still dies with the process that spawned i
   // The kernel clears the death signal on a change of credentials: it must be armed after.
   check_worker_dies_with_its_spawner(test_user());
 }
+
+}  // namespace process_test

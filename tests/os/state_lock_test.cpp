@@ -16,7 +16,9 @@
 namespace fs = std::filesystem;
 using namespace baton::os;
 
-namespace {
+// Named, not anonymous: tests/ builds in unity batches, where the helpers of several files
+// share one translation unit.
+namespace state_lock_test {
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
@@ -24,8 +26,6 @@ std::string read_text(const fs::path& p) {
   s << in.rdbuf();
   return s.str();
 }
-
-}  // namespace
 
 TEST_CASE("the holder line round-trips and a partial one reads as unknown", "[unit][state_lock]") {
   const lock_holder h{4242, "baton serve"};
@@ -100,3 +100,5 @@ TEST_CASE("a child process never inherits the lock", "[unit][state_lock]") {
   CHECK(again);
   CHECK((*child)->signal_group(group_signal::kill));
 }
+
+}  // namespace state_lock_test

@@ -10,29 +10,12 @@
 #include "os/env.h"
 #include "protocol/checkpoint_folder.h"
 #include "protocol/checkpoint_store.h"
+#include "support/cli_run.h"
 #include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 
-namespace {
-
-struct cli_run {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-cli_run run(std::vector<std::string> args) {
-  args.insert(args.begin(), "baton");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::ostringstream out, err;
-  const int code = baton::supervisor::run_cli(static_cast<int>(args.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-
-}  // namespace
+using baton::test::baton_cli;
 
 TEST_CASE("checkpoint verify says OK for a good folder or file and names the damage otherwise",
           "[unit][cli]") {
@@ -45,7 +28,7 @@ TEST_CASE("checkpoint verify says OK for a good folder or file and names the dam
   REQUIRE(sealed);
   const std::string folder = sealed->path.string();
 
-  auto r = run({"checkpoint", "verify", folder});
+  auto r = baton_cli({"checkpoint", "verify", folder});
   CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.out == "OK " + folder + ": step 7\n");
 
@@ -57,23 +40,23 @@ TEST_CASE("checkpoint verify says OK for a good folder or file and names the dam
   baton::protocol::checkpoint_store store(e, dir, 5);
   auto file = store.save(c);
   REQUIRE(file);
-  r = run({"checkpoint", "verify", file->path.string()});
+  r = baton_cli({"checkpoint", "verify", file->path.string()});
   CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.out == "OK " + file->path.string() + ": step 5\n");
 
   std::ofstream(sealed->path / "sub" / "model.pt") << "weightz";
-  r = run({"checkpoint", "verify", folder});
+  r = baton_cli({"checkpoint", "verify", folder});
   CHECK(r.code == baton::supervisor::exit_failure);
   CHECK(r.out.empty());
   CHECK_THAT(r.err, Catch::StartsWith("FAILED " + (sealed->path / "sub" / "model.pt").string() +
                                       ": content hashes to xxh64"));
 
   std::ofstream(file->path, std::ios::app) << "tail";
-  r = run({"checkpoint", "verify", file->path.string()});
+  r = baton_cli({"checkpoint", "verify", file->path.string()});
   CHECK(r.code == baton::supervisor::exit_failure);
   CHECK_THAT(r.err, Catch::StartsWith("FAILED " + file->path.string() + ": "));
 
-  CHECK(run({"checkpoint", "verify"}).code == baton::supervisor::exit_usage);
-  CHECK(run({"checkpoint"}).code == baton::supervisor::exit_usage);
+  CHECK(baton_cli({"checkpoint", "verify"}).code == baton::supervisor::exit_usage);
+  CHECK(baton_cli({"checkpoint"}).code == baton::supervisor::exit_usage);
   fs::remove_all(dir);
 }

@@ -9,27 +9,14 @@
 
 #include "os/env.h"
 #include "protocol/job_spec.h"
+#include "support/cli_run.h"
 #include "support/test_paths.h"
 
 namespace fs = std::filesystem;
 
+using baton::test::baton_cli;
+
 namespace {
-
-struct cli_run {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-cli_run run(std::vector<std::string> args) {
-  args.insert(args.begin(), "baton");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::ostringstream out, err;
-  const int code = baton::supervisor::run_cli(static_cast<int>(args.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
 
 fs::path scratch_dir(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-cli-test-" + name);
@@ -40,7 +27,7 @@ const std::string seed = std::string(BATON_SOURCE_DIR) + "/configs/seed.json";
 }  // namespace
 
 TEST_CASE("validate prints a good config with every default filled", "[unit][cli]") {
-  const auto r = run({"validate", seed});
+  const auto r = baton_cli({"validate", seed});
   CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.err.empty());
   const auto printed = nlohmann::json::parse(r.out);
@@ -53,7 +40,7 @@ TEST_CASE("validate prints a good config with every default filled", "[unit][cli
 TEST_CASE("validate prints a command worker's job with params and without trainer sections",
           "[unit][cli]") {
   const auto file = std::string(BATON_SOURCE_DIR) + "/tests/data/jobs/command-params.json";
-  const auto r = run({"validate", file});
+  const auto r = baton_cli({"validate", file});
   CHECK(r.code == baton::supervisor::exit_ok);
   CHECK(r.err.empty());
   const auto printed = nlohmann::json::parse(r.out);
@@ -74,7 +61,7 @@ TEST_CASE("validate lists every error of a bad config and exits 2", "[unit][cli]
     "model": {"layers": [{"units": 1, "activation": "sigmoid"}]},
     "training": {"batch_size": -3}
   })"));
-  const auto r = run({"validate", file});
+  const auto r = baton_cli({"validate", file});
   CHECK(r.code == baton::supervisor::exit_invalid);
   CHECK(r.out.empty());
   CHECK(r.err == file + ": trainig: unknown key; did you mean \"training\"?\n" + file +
@@ -89,29 +76,29 @@ TEST_CASE("validate reports missing data files and unreadable configs", "[unit][
     "name": "job", "data": {"type": "csv", "path": "missing.csv", "label_column": "y"},
     "model": {"layers": [{"units": 1, "activation": "sigmoid"}]}
   })"));
-  auto r = run({"validate", file});
+  auto r = baton_cli({"validate", file});
   CHECK(r.code == baton::supervisor::exit_invalid);
   CHECK(r.err == file + ": data.path: file not found: " + (dir / "missing.csv").string() + "\n");
 
-  r = run({"validate", (dir / "absent.json").string()});
+  r = baton_cli({"validate", (dir / "absent.json").string()});
   CHECK(r.code == baton::supervisor::exit_invalid);
   CHECK(r.err.find((dir / "absent.json").string()) != std::string::npos);
   fs::remove_all(dir);
 }
 
 TEST_CASE("bad command lines exit 64, help exits 0", "[unit][cli]") {
-  CHECK(run({}).code == baton::supervisor::exit_usage);
-  CHECK(run({"validate"}).code == baton::supervisor::exit_usage);
-  CHECK(run({"frobnicate"}).code == baton::supervisor::exit_usage);
-  CHECK(run({"validate", seed, "extra"}).code == baton::supervisor::exit_usage);
+  CHECK(baton_cli({}).code == baton::supervisor::exit_usage);
+  CHECK(baton_cli({"validate"}).code == baton::supervisor::exit_usage);
+  CHECK(baton_cli({"frobnicate"}).code == baton::supervisor::exit_usage);
+  CHECK(baton_cli({"validate", seed, "extra"}).code == baton::supervisor::exit_usage);
 
-  auto help = run({"--help"});
+  auto help = baton_cli({"--help"});
   CHECK(help.code == baton::supervisor::exit_ok);
   CHECK(help.out.find("validate") != std::string::npos);
-  help = run({"validate", "--help"});
+  help = baton_cli({"validate", "--help"});
   CHECK(help.code == baton::supervisor::exit_ok);
   CHECK(help.out.find("CONFIG") != std::string::npos);
-  const auto version = run({"--version"});
+  const auto version = baton_cli({"--version"});
   CHECK(version.code == baton::supervisor::exit_ok);
   // The version and the commit it was built from (12 hex digits, maybe "-dirty"), or "unknown"
   // outside a git checkout.
@@ -122,38 +109,38 @@ TEST_CASE("bad command lines exit 64, help exits 0", "[unit][cli]") {
 
 TEST_CASE("the --color flag is top-level, taken before or after the verb", "[unit][cli]") {
   // An invalid id fails before any daemon is asked: its error line shows the prefix.
-  auto r = run({"status", "..bad", "--color=always"});
+  auto r = baton_cli({"status", "..bad", "--color=always"});
   CHECK(r.code == baton::supervisor::exit_usage);
   CHECK(r.err == "\x1b[1;31mbaton:\x1b[0m invalid job id '..bad'\n");
-  r = run({"--color=never", "status", "..bad"});
+  r = baton_cli({"--color=never", "status", "..bad"});
   CHECK(r.err == "baton: invalid job id '..bad'\n");
   // The streams of an in-process run are no terminal: auto leaves them plain.
-  r = run({"status", "..bad"});
+  r = baton_cli({"status", "..bad"});
   CHECK(r.err == "baton: invalid job id '..bad'\n");
-  r = run({"--color=sometimes", "list"});
+  r = baton_cli({"--color=sometimes", "list"});
   CHECK(r.code == baton::supervisor::exit_usage);
   CHECK_THAT(r.err, Catch::Contains("--color"));
-  r = run({"list", "--colr=always"});
+  r = baton_cli({"list", "--colr=always"});
   CHECK_THAT(r.err, Catch::Contains("did you mean '--color'?"));
 }
 
 TEST_CASE("a mistyped command or option gets a did-you-mean", "[unit][cli]") {
-  auto r = run({"stauts", "x"});
+  auto r = baton_cli({"stauts", "x"});
   CHECK(r.code == baton::supervisor::exit_usage);
   CHECK_THAT(r.err, Catch::Contains("'stauts' is not a baton command; did you mean 'status'?"));
-  r = run({"frobnicate"});
+  r = baton_cli({"frobnicate"});
   CHECK(r.code == baton::supervisor::exit_usage);
   CHECK_THAT(r.err, Catch::Contains("'frobnicate' is not a baton command; expected one of "));
   CHECK_THAT(r.err, Catch::Contains("validate"));
-  r = run({"logs", "job-1", "--folow"});
+  r = baton_cli({"logs", "job-1", "--folow"});
   CHECK(r.code == baton::supervisor::exit_usage);
   CHECK_THAT(r.err, Catch::Contains("'--folow' is not an option of `logs`; did you mean "
                                     "'--follow'?"));
-  r = run({"validate", seed, "--jsno=1"});
+  r = baton_cli({"validate", seed, "--jsno=1"});
   CHECK(r.code == baton::supervisor::exit_usage);
   CHECK_THAT(r.err, Catch::Contains("'--jsno' is not an option of `validate`"));
   // A real error that is no typo keeps CLI11's own words.
-  r = run({"validate"});
+  r = baton_cli({"validate"});
   CHECK(r.code == baton::supervisor::exit_usage);
   CHECK_THAT(r.err, !Catch::Contains("did you mean"));
 }

@@ -16,10 +16,14 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::string token(64, 'c');
+const std::string endpoint_token(64, 'c');
 
 json good_doc() {
-  return {{"version", 1}, {"address", "127.0.0.1"}, {"port", 50123}, {"token", token}, {"pid", 42}};
+  return {{"version", 1},
+          {"address", "127.0.0.1"},
+          {"port", 50123},
+          {"token", endpoint_token},
+          {"pid", 42}};
 }
 
 std::string error_of(const std::string& text) {
@@ -33,7 +37,7 @@ std::string error_of(const std::string& text) {
 TEST_CASE("the endpoint file round-trips", "[unit][control_endpoint]") {
   control_endpoint e;
   e.port = 65535;
-  e.token = token;
+  e.token = endpoint_token;
   e.pid = 7;
   const auto text = render_control_endpoint(e);
   CHECK(text.back() == '\n');
@@ -106,7 +110,7 @@ TEST_CASE("loading names the file", "[unit][control_endpoint]") {
   std::ofstream(file, std::ios::trunc) << good_doc().dump();
   auto good = load_control_endpoint(os::env::default_env(), file);
   REQUIRE(good);
-  CHECK(good->token == token);
+  CHECK(good->token == endpoint_token);
   fs::remove_all(dir);
 }
 
@@ -117,7 +121,7 @@ TEST_CASE("loading goes through the env and stops at the size cap", "[unit][cont
   REQUIRE(os::write_file_atomic(env, file, good_doc().dump()));
   auto good = load_control_endpoint(env, file);
   REQUIRE(good);
-  CHECK(good->token == token);
+  CHECK(good->token == endpoint_token);
   REQUIRE(os::write_file_atomic(env, file, std::string(1 << 20, ' ') + good_doc().dump()));
   auto huge = load_control_endpoint(env, file);
   REQUIRE_FALSE(huge);

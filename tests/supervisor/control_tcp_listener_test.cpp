@@ -83,8 +83,8 @@ struct running_server {
   std::thread thread;
 };
 
-api_response must_call(const fs::path& file, std::string_view method, std::string_view target,
-                       const nlohmann::json& body = nullptr) {
+api_response must_call_tcp(const fs::path& file, std::string_view method, std::string_view target,
+                           const nlohmann::json& body = nullptr) {
   auto r = control_client::call(control_transport::tcp_loopback, file, method, target, body, 5s);
   REQUIRE(r);
   return *r;
@@ -119,12 +119,13 @@ TEST_CASE("tcp: requests with the endpoint file's token are served", "[unit][con
                  Catch::Contains(file.string()));
   baton::test::check_private_file_access(file);
 
-  CHECK(must_call(file, "GET", "/v1/health").status == 200);
-  auto list = must_call(file, "GET", "/v1/jobs");
+  CHECK(must_call_tcp(file, "GET", "/v1/health").status == 200);
+  auto list = must_call_tcp(file, "GET", "/v1/jobs");
   CHECK(list.status == 200);
   CHECK(list.body.at("jobs").empty());
-  auto submit = must_call(file, "POST", "/v1/jobs",
-                          {{"spec", {{"name", "x"}}}, {"base_dir", fs::current_path().string()}});
+  auto submit =
+      must_call_tcp(file, "POST", "/v1/jobs",
+                    {{"spec", {{"name", "x"}}}, {"base_dir", fs::current_path().string()}});
   CHECK(submit.status == 201);
   CHECK(srv.handler.calls() == 3);
 
@@ -191,7 +192,7 @@ TEST_CASE("tcp: a live daemon keeps its endpoint file, a stale one is replaced",
     REQUIRE_FALSE(s);
     CHECK_THAT(s.error().message,
                Catch::Contains("another baton daemon") && Catch::Contains(file.string()));
-    CHECK(must_call(file, "GET", "/v1/health").status == 200);  // the first is untouched
+    CHECK(must_call_tcp(file, "GET", "/v1/health").status == 200);  // the first is untouched
   }
   // Left by a daemon that was killed: its port answers nothing (or something that is not it).
   control_endpoint dead;
@@ -205,12 +206,12 @@ TEST_CASE("tcp: a live daemon keeps its endpoint file, a stale one is replaced",
     auto now = load_control_endpoint(os::env::default_env(), file);
     REQUIRE(now);
     CHECK(now->token != dead.token);
-    CHECK(must_call(file, "GET", "/v1/health").status == 200);
+    CHECK(must_call_tcp(file, "GET", "/v1/health").status == 200);
   }
   std::ofstream(file) << "not json";
   {
     running_server srv(file);
-    CHECK(must_call(file, "GET", "/v1/health").status == 200);
+    CHECK(must_call_tcp(file, "GET", "/v1/health").status == 200);
   }
   fs::remove_all(dir);
 }
@@ -232,7 +233,7 @@ TEST_CASE("tcp: a fixed port is used, and a busy one is a clear error", "[unit][
   }
   running_server fixed(dir / "c.json", port);  // free again now
   CHECK(fixed.server.port() == port);
-  CHECK(must_call(dir / "c.json", "GET", "/v1/health").status == 200);
+  CHECK(must_call_tcp(dir / "c.json", "GET", "/v1/health").status == 200);
   fixed.stop();
   fs::remove_all(dir);
 }

@@ -9,7 +9,7 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::string token(64, 'a');
+const std::string api_token(64, 'a');
 
 // Answers every call with its name (and the id or cursor it carries), so a test sees which calls
 // got through and with what.
@@ -50,7 +50,7 @@ web_request get(std::string target, std::optional<std::string> auth = std::nullo
 TEST_CASE("the page is served token-free with a same-origin CSP and no caching",
           "[unit][dashboard_routes]") {
   echo_handler inner;
-  dashboard_router r(inner, token);
+  dashboard_router r(inner, api_token);
   for (const std::string path : {"/", "/dashboard", "/?token=whatever"}) {
     INFO(path);
     const auto page = r.handle(get(path));
@@ -73,50 +73,50 @@ TEST_CASE("the page is served token-free with a same-origin CSP and no caching",
 TEST_CASE("data routes need the token: absent 401, wrong 403, right by query or Bearer",
           "[unit][dashboard_routes]") {
   echo_handler inner;
-  dashboard_router r(inner, token);
+  dashboard_router r(inner, api_token);
   const auto absent = r.handle(get("/v1/jobs"));
   CHECK(absent.status == 401);
   CHECK_THAT(json::parse(absent.body).at("error").get<std::string>(), Catch::Contains("token"));
   CHECK(header(absent, "WWW-Authenticate") == "Bearer realm=\"baton dashboard\"");
   CHECK(r.handle(get("/v1/jobs?token=")).status == 403);
   CHECK(r.handle(get("/v1/jobs?token=" + std::string(64, 'b'))).status == 403);
-  CHECK(r.handle(get("/v1/jobs?token=" + token + "a")).status == 403);
+  CHECK(r.handle(get("/v1/jobs?token=" + api_token + "a")).status == 403);
   CHECK(r.handle(get("/v1/jobs", "Bearer " + std::string(64, 'b'))).status == 403);
-  CHECK(r.handle(get("/v1/jobs", "Basic " + token)).status == 401);
+  CHECK(r.handle(get("/v1/jobs", "Basic " + api_token)).status == 401);
   // The header wins over the query: a right query token does not rescue a wrong header.
-  CHECK(r.handle(get("/v1/jobs?token=" + token, "Bearer nope")).status == 403);
+  CHECK(r.handle(get("/v1/jobs?token=" + api_token, "Bearer nope")).status == 403);
   CHECK(inner.seen.empty());
 
-  const auto ok = r.handle(get("/v1/jobs?token=" + token));
+  const auto ok = r.handle(get("/v1/jobs?token=" + api_token));
   CHECK(ok.status == 200);
   CHECK(header(ok, "Cache-Control") == "no-store");
-  CHECK(r.handle(get("/v1/jobs/j-1", "Bearer " + token)).status == 200);
-  CHECK(r.handle(get("/v1/jobs/j-1/history?since=41&token=" + token)).status == 200);
-  CHECK(r.handle(get("/v1/jobs/j-1/logs?token=" + token + "&offset=7")).status == 200);
+  CHECK(r.handle(get("/v1/jobs/j-1", "Bearer " + api_token)).status == 200);
+  CHECK(r.handle(get("/v1/jobs/j-1/history?since=41&token=" + api_token)).status == 200);
+  CHECK(r.handle(get("/v1/jobs/j-1/logs?token=" + api_token + "&offset=7")).status == 200);
   CHECK(inner.seen == std::vector<std::string>{"list", "status", "history j-1 41", "logs j-1 7"});
 }
 
 TEST_CASE("nothing that changes anything gets through, token or not", "[unit][dashboard_routes]") {
   echo_handler inner;
-  dashboard_router r(inner, token);
+  dashboard_router r(inner, api_token);
   for (const std::string method : {"POST", "PUT", "DELETE", "PATCH", "HEAD"}) {
     INFO(method);
-    const auto a = r.handle({method, "/v1/jobs/j-1/cancel?token=" + token, std::nullopt});
+    const auto a = r.handle({method, "/v1/jobs/j-1/cancel?token=" + api_token, std::nullopt});
     CHECK(a.status == 405);
     CHECK(header(a, "Allow") == "GET");
-    CHECK(r.handle({method, "/v1/jobs?token=" + token, std::nullopt}).status == 405);
+    CHECK(r.handle({method, "/v1/jobs?token=" + api_token, std::nullopt}).status == 405);
   }
   // A known mutating route by GET is the control API's 405; health is not the dashboard's.
-  CHECK(r.handle(get("/v1/jobs/j-1/cancel?token=" + token)).status == 405);
-  CHECK(r.handle(get("/v1/health?token=" + token)).status == 404);
-  CHECK(r.handle(get("/v1/jobs/j-1/history?since=x&token=" + token)).status == 400);
+  CHECK(r.handle(get("/v1/jobs/j-1/cancel?token=" + api_token)).status == 405);
+  CHECK(r.handle(get("/v1/health?token=" + api_token)).status == 404);
+  CHECK(r.handle(get("/v1/jobs/j-1/history?since=x&token=" + api_token)).status == 400);
   CHECK(inner.seen.empty());
 }
 
 TEST_CASE("metrics stay token-free, and without a token only /metrics is served",
           "[unit][dashboard_routes]") {
   echo_handler inner;
-  dashboard_router with(inner, token);
+  dashboard_router with(inner, api_token);
   const auto m = with.handle(get("/metrics"));
   CHECK(m.status == 200);
   CHECK(m.content_type == "text/plain; version=0.0.4; charset=utf-8");

@@ -16,7 +16,7 @@ namespace asio = boost::asio;
 namespace {
 
 // Answers every call with its name, so a test sees which calls got through.
-struct echo_handler final : api_handler {
+struct metrics_echo_handler final : api_handler {
   std::vector<std::string> seen;
   api_response handle(const api_call& call) override {
     seen.emplace_back(call_name(call));
@@ -65,7 +65,7 @@ TEST_CASE("http_listen: loopback addresses only, each error naming the field",
 TEST_CASE("the listener serves GET /metrics as text over loopback TCP, and refuses the rest",
           "[unit][http_listener]") {
   asio::io_context io;
-  echo_handler inner;
+  metrics_echo_handler inner;
   http_listener l(io, inner, {"127.0.0.1", 0}, {});
   REQUIRE(l.start());
   REQUIRE(l.port() != 0);
@@ -96,7 +96,7 @@ TEST_CASE("the listener serves GET /metrics as text over loopback TCP, and refus
 TEST_CASE("with a dashboard token the listener serves the page, and data only with the token",
           "[unit][http_listener]") {
   asio::io_context io;
-  echo_handler inner;
+  metrics_echo_handler inner;
   const std::string token(64, 'c');
   http_listener l(io, inner, {"127.0.0.1", 0}, {}, token);
   REQUIRE(l.start());
@@ -126,7 +126,7 @@ TEST_CASE("with a dashboard token the listener serves the page, and data only wi
 
 TEST_CASE("a listener on a port in use fails naming http_listen", "[unit][http_listener]") {
   asio::io_context io;
-  echo_handler inner;
+  metrics_echo_handler inner;
   http_listener first(io, inner, {"127.0.0.1", 0}, {});
   REQUIRE(first.start());
   http_listener second(io, inner, {"127.0.0.1", first.port()}, {});

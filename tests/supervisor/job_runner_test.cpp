@@ -47,7 +47,8 @@ baton::protocol::job_spec small_job(const fs::path& dir) {
 }
 
 // Runs the io_context until the runner rests or `limit` passes.
-bool run_to_rest(boost::asio::io_context& io, job_runner& r, std::chrono::seconds limit = 120s) {
+bool run_real_to_rest(boost::asio::io_context& io, job_runner& r,
+                      std::chrono::seconds limit = 120s) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!r.at_rest() && std::chrono::steady_clock::now() < deadline) {
     io.restart();
@@ -82,7 +83,7 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
   ro.on_event = [&](const std::string& m) { events.push_back(m); };
   job_runner runner(io, fe, os_process_launcher(), store, *created, spec, ro);
   runner.start();
-  REQUIRE(run_to_rest(io, runner));
+  REQUIRE(run_real_to_rest(io, runner));
   INFO([&] {
     std::string all;
     for (const auto& e : events) all += e + "\n";
@@ -97,7 +98,7 @@ TEST_CASE("a job whose record cannot be saved pauses with the reason and resumes
   // Space is back: resume finishes the job and the store holds the completed record.
   fe.disarm();
   runner.resume();
-  REQUIRE(run_to_rest(io, runner));
+  REQUIRE(run_real_to_rest(io, runner));
   CHECK(runner.record().state == job_state::completed);
   CHECK(runner.record().checkpoint_step == geometry.total_steps);
   auto back = store.load(spec.name);
@@ -242,7 +243,7 @@ TEST_CASE("a runner sweeps staging leftovers at start and gives each worker a fr
                     ro);
   runner.start();
   CHECK_FALSE(fs::exists(ckpt / ".staging-9"));
-  REQUIRE(run_to_rest(io, runner));
+  REQUIRE(run_real_to_rest(io, runner));
   CHECK(runner.record().state == job_state::completed);
   for (const auto& e : fs::directory_iterator(ckpt)) {
     CHECK(e.path().filename().string().rfind(".staging-", 0) == std::string::npos);

@@ -12,13 +12,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
+fs::path store_dir(const std::string& name) {
   auto dir = fs::temp_directory_path() / ("baton-job-store-test-" + name);
   fs::remove_all(dir);
   return dir;
 }
 
-baton::protocol::job_spec small_spec(const std::string& name) {
+baton::protocol::job_spec two_layer_spec(const std::string& name) {
   baton::protocol::job_spec spec;
   spec.name = name;
   spec.model->layers = {{4, baton::protocol::activation::relu},
@@ -40,10 +40,10 @@ void write_all(const fs::path& p, const std::string& s) {
 }  // namespace
 
 TEST_CASE("job store creates, saves and loads records", "[unit][job_store]") {
-  const auto dir = scratch("roundtrip");
+  const auto dir = store_dir("roundtrip");
   job_store store(baton::os::env::default_env(), dir);
   REQUIRE(store.open());
-  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  auto r = store.create(two_layer_spec("tiny"), 10, std::string("tiny"));
   REQUIRE(r);
   CHECK(r->id == "tiny");
   CHECK(store.exists("tiny"));
@@ -63,16 +63,16 @@ TEST_CASE("job store creates, saves and loads records", "[unit][job_store]") {
 }
 
 TEST_CASE("job store picks fresh ids and refuses duplicates", "[unit][job_store]") {
-  const auto dir = scratch("ids");
+  const auto dir = store_dir("ids");
   job_store store(baton::os::env::default_env(), dir);
   REQUIRE(store.open());
-  auto a = store.create(small_spec("seed"), 10);
-  auto b = store.create(small_spec("seed"), 10);
+  auto a = store.create(two_layer_spec("seed"), 10);
+  auto b = store.create(two_layer_spec("seed"), 10);
   REQUIRE(a);
   REQUIRE(b);
   CHECK(a->id == "seed-1");
   CHECK(b->id == "seed-2");
-  auto dup = store.create(small_spec("seed"), 10, std::string("seed-1"));
+  auto dup = store.create(two_layer_spec("seed"), 10, std::string("seed-1"));
   REQUIRE_FALSE(dup);
   CHECK(dup.error().message.find("already exists") != std::string::npos);
   auto ids = store.list();
@@ -88,16 +88,16 @@ TEST_CASE("job ids cannot escape the state directory", "[unit][job_store]") {
     CHECK_FALSE(validate_job_id(bad));
   }
   CHECK(validate_job_id("seed-1.v2_final"));
-  job_store store(baton::os::env::default_env(), scratch("escape"));
+  job_store store(baton::os::env::default_env(), store_dir("escape"));
   CHECK_FALSE(store.load("../../etc"));
 }
 
 TEST_CASE("job store falls back to the previous slot when the newest is damaged",
           "[unit][job_store]") {
-  const auto dir = scratch("fallback");
+  const auto dir = store_dir("fallback");
   job_store store(baton::os::env::default_env(), dir);
   REQUIRE(store.open());
-  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  auto r = store.create(two_layer_spec("tiny"), 10, std::string("tiny"));
   REQUIRE(r);
   r->checkpoint_step = 3;
   REQUIRE(store.save(*r));  // seq 2 -> slot 0
@@ -131,10 +131,10 @@ TEST_CASE("job store falls back to the previous slot when the newest is damaged"
 }
 
 TEST_CASE("job store reports every reason when no record verifies", "[unit][job_store]") {
-  const auto dir = scratch("allbad");
+  const auto dir = store_dir("allbad");
   job_store store(baton::os::env::default_env(), dir);
   REQUIRE(store.open());
-  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  auto r = store.create(two_layer_spec("tiny"), 10, std::string("tiny"));
   REQUIRE(r);
   REQUIRE(store.save(*r));
   write_all(store.job_dir("tiny") / "record.0.json", "{}");
@@ -151,11 +151,11 @@ TEST_CASE("job store reports every reason when no record verifies", "[unit][job_
 TEST_CASE("job store save failures keep the previous record and its generation",
           "[unit][job_store]") {
   using op = baton::os::fault_env::op;
-  const auto dir = scratch("faults");
+  const auto dir = store_dir("faults");
   baton::os::fault_env e(baton::os::env::default_env());
   job_store store(e, dir);
   REQUIRE(store.open());
-  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  auto r = store.create(two_layer_spec("tiny"), 10, std::string("tiny"));
   REQUIRE(r);
   r->checkpoint_step = 3;
   REQUIRE(store.save(*r));  // both slots now hold a good record
@@ -211,24 +211,24 @@ TEST_CASE("a create is durable before it returns: the jobs folder is synced last
   // An acknowledged submit must survive a crash: spec and record fsynced, the job's folder
   // synced (by the record's write), and jobs/ synced so the new folder's entry is on disk too.
   using op = baton::os::fault_env::op;
-  const auto dir = scratch("durable");
+  const auto dir = store_dir("durable");
   baton::os::fault_env e(baton::os::env::default_env());
   job_store store(e, dir);
   REQUIRE(store.open());
   const auto before = e.op_count(op::sync_dir);
-  REQUIRE(store.create(small_spec("d"), 10));
+  REQUIRE(store.create(two_layer_spec("d"), 10));
   const auto syncs = e.op_count(op::sync_dir) - before;
   REQUIRE(syncs >= 3);  // spec's folder, record's folder, jobs/
   std::vector<fs::path> synced;
   e.call_at(
       syncs, [&](op, const fs::path& p) { synced.push_back(p); }, op::sync_dir);
-  auto r = store.create(small_spec("d"), 10);
+  auto r = store.create(two_layer_spec("d"), 10);
   REQUIRE(r);
   REQUIRE(synced.size() == 1);
   CHECK(synced[0] == dir / "jobs");
   // A failed sync of jobs/ fails the create: nothing is acknowledged that might not be there.
   e.fail_at(syncs, "Input/output error", false, op::sync_dir);
-  auto failed = store.create(small_spec("d"), 10);
+  auto failed = store.create(two_layer_spec("d"), 10);
   REQUIRE_FALSE(failed);
   CHECK_THAT(failed.error().message, Catch::Contains("Input/output error"));
   fs::remove_all(dir);
@@ -238,15 +238,15 @@ TEST_CASE("a create cut short leaves a folder that sweep_incomplete removes", "[
   // A daemon killed mid-submit once left a folder with a spec and no record: the next daemon
   // listed it as a failed job with an unreadable record, though nobody was ever told it existed.
   using op = baton::os::fault_env::op;
-  const auto dir = scratch("sweep");
+  const auto dir = store_dir("sweep");
   baton::os::fault_env e(baton::os::env::default_env());
   job_store store(e, dir);
   REQUIRE(store.open());
-  REQUIRE(store.create(small_spec("kept"), 10));
+  REQUIRE(store.create(two_layer_spec("kept"), 10));
   // Crash at the record's rename: spec written, record never in place.
   e.call_at(
       2, [](op, const fs::path&) { throw std::runtime_error("crash"); }, op::rename_file);
-  CHECK_THROWS(store.create(small_spec("half"), 10));
+  CHECK_THROWS(store.create(two_layer_spec("half"), 10));
   e.disarm();
   REQUIRE(fs::exists(store.spec_path("half-1")));
   fs::create_directories(store.job_dir("empty-1"));  // cut short even earlier
@@ -263,7 +263,7 @@ TEST_CASE("a create cut short leaves a folder that sweep_incomplete removes", "[
   REQUIRE(ids);
   CHECK(*ids == std::vector<std::string>{"kept-1"});
   // Never acknowledged, so its id is free again.
-  auto again = next.create(small_spec("half"), 10);
+  auto again = next.create(two_layer_spec("half"), 10);
   REQUIRE(again);
   CHECK(again->id == "half-1");
   auto none = next.sweep_incomplete();
@@ -275,11 +275,11 @@ TEST_CASE("a create cut short leaves a folder that sweep_incomplete removes", "[
 TEST_CASE("sweep_temp_files removes what record writes cut short left in job folders",
           "[unit][job_store]") {
   using op = baton::os::fault_env::op;
-  const auto dir = scratch("temps");
+  const auto dir = store_dir("temps");
   baton::os::fault_env e(baton::os::env::default_env());
   job_store store(e, dir);
   REQUIRE(store.open());
-  auto r = store.create(small_spec("tiny"), 10, std::string("tiny"));
+  auto r = store.create(two_layer_spec("tiny"), 10, std::string("tiny"));
   REQUIRE(r);
   // A crash between the temp file's sync and its rename: the temp file stays.
   e.call_at(

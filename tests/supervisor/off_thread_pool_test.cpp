@@ -9,8 +9,12 @@
 #include <set>
 #include <thread>
 
+#include "support/gate.h"
+
 using baton::supervisor::off_thread_pool;
 using namespace std::chrono_literals;
+
+using baton::test::gate;
 
 namespace {
 
@@ -20,24 +24,6 @@ T take(std::future<T>& f) {
   REQUIRE(f.wait_for(10s) == std::future_status::ready);
   return f.get();
 }
-
-// Blocks every task that calls wait() until release().
-struct gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  void wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [this] { return open; });
-  }
-  void release() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      open = true;
-    }
-    cv.notify_all();
-  }
-};
 
 }  // namespace
 

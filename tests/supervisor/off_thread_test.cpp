@@ -10,28 +10,12 @@
 #include <string>
 #include <thread>
 
+#include "support/gate.h"
+
 using namespace baton::supervisor;
 using namespace std::chrono_literals;
 
-namespace {
-
-// A gate the work waits on, so a test decides when (and whether) the work finishes.
-struct gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  void release() {
-    std::lock_guard<std::mutex> l(mu);
-    open = true;
-    cv.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return open; });
-  }
-};
-
-}  // namespace
+using baton::test::gate;
 
 TEST_CASE("run_off_thread hands the work's result back on the io thread", "[unit][off_thread]") {
   boost::asio::io_context io;

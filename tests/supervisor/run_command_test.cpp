@@ -24,7 +24,7 @@ using json = nlohmann::json;
 namespace {
 
 // "/mem" on POSIX, "C:\\mem" on Windows: load_job_spec makes the job file's path absolute.
-std::filesystem::path mem_root() { return baton::test::abs_path("/mem"); }
+std::filesystem::path mem_dir() { return baton::test::abs_path("/mem"); }
 
 // 512 samples in batches of 64 for two epochs, one shard per epoch: 16 steps in 2 workers.
 json job_doc(const std::string& name) {
@@ -43,13 +43,13 @@ json job_doc(const std::string& name) {
 
 struct fixture {
   fixture() {
-    REQUIRE(files.create_dirs(mem_root()));
+    REQUIRE(files.create_dirs(mem_dir()));
     trainer.files = &files;
     launcher.script = trainer.script();
     write_config(job_doc("j"));
   }
 
-  void write_config(const json& doc) { REQUIRE(files.put(mem_root() / "job.json", doc.dump())); }
+  void write_config(const json& doc) { REQUIRE(files.put(mem_dir() / "job.json", doc.dump())); }
 
   struct outcome {
     int code;
@@ -61,8 +61,8 @@ struct fixture {
     std::ostringstream out, err;
     baton::supervisor::cli_context ctx{out, err, files};
     baton::supervisor::run_options o;
-    o.config = (mem_root() / "job.json").string();
-    o.state_dir = (mem_root() / "state").string();
+    o.config = (mem_dir() / "job.json").string();
+    o.state_dir = (mem_dir() / "state").string();
     o.json = true;
     o.become_subreaper = false;
     o.locker = &locker;
@@ -74,9 +74,9 @@ struct fixture {
 
   // The job's record as an earlier run left it: `state`, and a worker still open if asked.
   void leave(job_state state, bool open_shard) {
-    job_store store(files, mem_root() / "state");
+    job_store store(files, mem_dir() / "state");
     REQUIRE(store.open());
-    auto spec = baton::protocol::load_job_spec(files, mem_root() / "job.json");
+    auto spec = baton::protocol::load_job_spec(files, mem_dir() / "job.json");
     REQUIRE(spec);
     auto r = store.create(*spec, 16, "j");
     REQUIRE(r);
@@ -111,7 +111,7 @@ TEST_CASE("baton run completes a job in fresh workers and prints the summary", "
   REQUIRE(f.launcher.workers.size() == 2);
   CHECK(f.launcher.workers[1]->env("BATON_START_STEP") == "8");
   // The record on disk is the one the summary shows.
-  job_store store(f.files, mem_root() / "state");
+  job_store store(f.files, mem_dir() / "state");
   auto back = store.load("j");
   REQUIRE(back);
   CHECK(back->record.state == job_state::completed);
@@ -175,27 +175,27 @@ TEST_CASE("baton run refuses a job whose config changed since its state was made
 TEST_CASE("baton run refuses a state directory a daemon owns, naming the daemon's pid",
           "[unit][run]") {
   fixture f;
-  auto daemon_lock = f.locker.lock(mem_root() / "state", "baton serve");
+  auto daemon_lock = f.locker.lock(mem_dir() / "state", "baton serve");
   REQUIRE(daemon_lock);
   const auto r = f.run();
   CHECK(r.code == baton::supervisor::exit_failure);
-  CHECK(r.err == "state directory " + (mem_root() / "state").string() +
+  CHECK(r.err == "state directory " + (mem_dir() / "state").string() +
                      " is owned by the baton daemon (pid " +
                      std::to_string(baton::os::current_pid()) +
                      "): submit the job to it with `baton submit " +
-                     (mem_root() / "job.json").string() + "`, or stop the daemon first\n");
+                     (mem_dir() / "job.json").string() + "`, or stop the daemon first\n");
   CHECK(f.launcher.workers.empty());
-  job_store store(f.files, mem_root() / "state");
+  job_store store(f.files, mem_dir() / "state");
   CHECK_FALSE(store.exists("j"));
   // Another run holds it: the generic message, with that run's pid.
   daemon_lock->reset();
-  auto run_lock = f.locker.lock(mem_root() / "state", "baton run");
+  auto run_lock = f.locker.lock(mem_dir() / "state", "baton run");
   REQUIRE(run_lock);
   CHECK_THAT(f.run().err, Catch::Contains("is in use by `baton run` (pid "));
   run_lock->reset();
   // Free again: the run proceeds, and holds the directory only while it runs.
   CHECK(f.run().code == baton::supervisor::exit_ok);
-  CHECK_FALSE(f.locker.is_held(mem_root() / "state"));
+  CHECK_FALSE(f.locker.is_held(mem_dir() / "state"));
 }
 
 TEST_CASE("baton run refuses a job past the machine's limits before any worker", "[unit][run]") {

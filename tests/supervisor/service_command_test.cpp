@@ -11,30 +11,13 @@
 
 #include "os/service_host.h"
 #include "supervisor/cli.h"
+#include "support/cli_run.h"
 
 using namespace baton;
 using namespace baton::supervisor;
 using namespace std::chrono_literals;
 
-namespace {
-
-struct cli_run {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-cli_run run(std::vector<std::string> args) {
-  args.insert(args.begin(), "baton");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::ostringstream out, err;
-  const int code = run_cli(static_cast<int>(args.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-
-}  // namespace
+using baton::test::baton_cli;
 
 TEST_CASE("the service runs serve --service with every path it was given", "[unit][service]") {
   service_install_request r;
@@ -82,7 +65,7 @@ TEST_CASE("service names the SCM would refuse are caught first", "[unit][service
 }
 
 TEST_CASE("baton service needs a subcommand", "[unit][service][cli]") {
-  const auto r = run({"service"});
+  const auto r = baton_cli({"service"});
   CHECK(r.code == exit_usage);
 }
 
@@ -97,12 +80,12 @@ TEST_CASE("without an SCM, baton service and serve --service point at systemd",
                                              {"service", "install", "--name", "x"},
                                              {"service", "reload"},
                                              {"service", "uninstall"}}) {
-    const auto r = run(args);
+    const auto r = baton_cli(args);
     CHECK(r.code == exit_invalid);
     CHECK(r.err.find("deploy/systemd/baton.service") != std::string::npos);
     CHECK(r.out.empty());
   }
-  const auto serve = run({"serve", "--service"});
+  const auto serve = baton_cli({"serve", "--service"});
   CHECK(serve.code == exit_invalid);
   CHECK(serve.err.find("baton serve --service: ") != std::string::npos);
   CHECK(serve.err.find("deploy/systemd/baton.service") != std::string::npos);
@@ -114,7 +97,7 @@ TEST_CASE("serve --service outside the SCM says how to run it and fails", "[unit
     return;
   }
   // ctest started this process, not the SCM: StartServiceCtrlDispatcherW fails with 1063.
-  const auto r = run({"serve", "--service"});
+  const auto r = baton_cli({"serve", "--service"});
   CHECK(r.code == exit_failure);
   CHECK(r.err.find("error 1063") != std::string::npos);
   CHECK(r.err.find("without --service") != std::string::npos);

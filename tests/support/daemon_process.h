@@ -34,9 +34,7 @@ using namespace std::chrono_literals;
 }  // namespace daemon_harness
 using namespace daemon_harness;
 
-inline std::string python() {
-  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-}
+using ::baton::test::python;  // support/test_paths.h
 
 struct outcome {
   int code = -1;

@@ -35,4 +35,10 @@ inline std::string read_text(const std::filesystem::path& p) {
   return s.str();
 }
 
+// Debian's python3, which has the packages scripts/setup.sh installs (python3-torch, -numpy,
+// -xxhash); the one first on PATH may be a build without them. "python3" where there is none.
+inline std::string python() {
+  return std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
 }  // namespace baton::test
