@@ -31,7 +31,8 @@ baton_install_packages "${BATON_PACKAGES[@]}" clang-14 libclang-rt-14-dev
 fuzz_dir="${BATON_FUZZ_BUILD_DIR:-$BATON_ROOT/build-fuzz}"
 if [[ ! -f "$fuzz_dir/build.ninja" ]]; then
   cmake -S "$BATON_ROOT" -B "$fuzz_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER=clang++-14 -DBATON_FUZZ=ON -DBATON_BUILD_BENCH=OFF >&2
+    -DCMAKE_CXX_COMPILER=clang++-14 -DBATON_FUZZ=ON -DBATON_BUILD_BENCH=OFF \
+    "-DBATON_UNITY=${BATON_UNITY:-OFF}" >&2
 fi
 cmake --build "$fuzz_dir" --parallel "$(nproc)" --target "${harnesses[@]}" >&2
 
