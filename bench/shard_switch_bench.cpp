@@ -1,11 +1,13 @@
 // What a shard switch costs (issue 15's goal: at most 5% of a one-epoch shard of the seed job):
 // the seed job (configs/seed.json) run by `baton run` as E one-epoch shards against the same
-// job as one E-epoch shard, whole processes timed from spawn to exit, alternately (sharded,
-// whole, sharded, ...) so a machine that slows down mid-run slows both. Each switch is the
-// old worker's save and exit, the supervisor's verification and the new worker's spawn, data
-// and model set-up and restore; with E shards there are E - 1 of them, so
+// job as one E-epoch shard, whole processes timed from spawn to exit, in rounds (sharded,
+// sharded without starting ahead, whole, ...) so a machine that slows down mid-run slows all.
+// Each switch is the old worker's save and exit, the supervisor's verification and the new
+// worker's spawn, data and model set-up and restore; with E shards there are E - 1 of them, so
 //   switch cost = (median sharded - median whole) / (E - 1), shown against one epoch's time
-//   (median whole / E), and the ratio sharded / whole (goal at most 1.05 for E = 5).
+//   (median whole / E), and the ratio sharded / whole (goal at most 1.05 for E = 5). The
+// baseline is the same sharded run with worker.start_ahead false: every next worker starts only
+// after the previous one has exited (protocol/README.md, "Starting ahead").
 // Prints the CPU model, every run, the medians and the ratios; never fails on a figure.
 //   shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T]
 // --quick: 2 epochs of a 500-sample job, one pair (a ctest smoke run: it still builds and runs).
@@ -107,7 +109,7 @@ int main(int argc, char** argv) {
                     std::to_string(std::chrono::system_clock::now().time_since_epoch().count()));
   fs::create_directories(dir);
 
-  std::vector<double> sharded, whole;
+  std::vector<double> sharded, serial, whole;
   std::size_t sharded_workers = 0;
   for (int i = 0; i < pairs; ++i) {
     auto s = common;
@@ -115,19 +117,25 @@ int main(int argc, char** argv) {
     const auto a = run_seed(dir / "state", s);
     sharded.push_back(a.seconds);
     sharded_workers = a.workers;
+    s.push_back("worker.start_ahead=false");
+    const auto c = run_seed(dir / "state", s);
+    serial.push_back(c.seconds);
     s = common;
     s.push_back("shard.epochs=" + std::to_string(epochs));
     const auto b = run_seed(dir / "state", s);
     whole.push_back(b.seconds);
-    std::printf("pair %d: %d x 1-epoch shards %.3f s (%zu workers), 1 x %d-epoch shard %.3f s\n",
-                i + 1, epochs, a.seconds, a.workers, epochs, b.seconds);
+    std::printf(
+        "round %d: %d x 1-epoch shards %.3f s (%zu workers), the same without starting ahead "
+        "%.3f s, 1 x %d-epoch shard %.3f s\n",
+        i + 1, epochs, a.seconds, a.workers, c.seconds, epochs, b.seconds);
   }
   fs::remove_all(dir);
 
-  const double ms = median(sharded), mw = median(whole);
+  const double ms = median(sharded), mw = median(whole), mserial = median(serial);
   const double per_switch = (ms - mw) / (epochs - 1);
+  const double per_serial_switch = (mserial - mw) / (epochs - 1);
   const double epoch = mw / epochs;
-  std::printf("shard_switch_bench%s: seed job, %d epochs, threads %s, %d pairs run alternately\n",
+  std::printf("shard_switch_bench%s: seed job, %d epochs, threads %s, %d rounds\n",
               quick ? " --quick (500 samples)" : "", epochs,
               threads == 0 ? "auto" : std::to_string(threads).c_str(), pairs);
   std::printf("CPU: %s\n", cpu_model().c_str());
@@ -135,5 +143,10 @@ int main(int argc, char** argv) {
               sharded_workers, ms, mw, ms / mw, ms / mw <= 1.05 ? "PASS" : "FAIL");
   std::printf("one switch: %.3f s, %.1f%% of a one-epoch shard (%.3f s)\n", per_switch,
               100.0 * per_switch / epoch, epoch);
+  std::printf(
+      "without starting ahead: %zu shards %.3f s, ratio %.3f, one switch %.3f s; starting ahead "
+      "makes a switch %.2fx as long\n",
+      sharded_workers, mserial, mserial / mw, per_serial_switch,
+      per_serial_switch > 0 ? per_switch / per_serial_switch : 0.0);
   return 0;
 }

@@ -63,8 +63,8 @@ constexpr std::string_view memory_keys[] = {"soft_limit_mib", "hard_limit_mib", 
 constexpr std::string_view restart_keys[] = {"max_failures", "backoff_initial_ms", "backoff_max_ms",
                                              "backoff_multiplier"};
 constexpr std::string_view checkpoint_keys[] = {"keep"};
-constexpr std::string_view worker_keys[] = {"command",       "working_dir", "stall_timeout_ms",
-                                            "stop_grace_ms", "env",         "preload"};
+constexpr std::string_view worker_keys[] = {
+    "command", "working_dir", "stall_timeout_ms", "stop_grace_ms", "env", "preload", "start_ahead"};
 constexpr std::string_view debug_keys[] = {"leak_mib_per_step", "crash_at_step", "hang_at_step"};
 
 // Windows refuses these as file names whatever the extension; job names become folder names.
@@ -545,6 +545,16 @@ class checker {
       }
     }
     if (auto p = w.find("preload"); p != w.end() && !p->is_null()) preload(*p, out);
+    if (auto a = w.find("start_ahead"); a != w.end() && !a->is_null()) {
+      if (!a->is_boolean()) {
+        expected("worker.start_ahead", "true, false or null", *a);
+      } else if (a->get<bool>() && !out.preload.empty()) {
+        fail("worker.start_ahead",
+             "cannot be true with worker.preload: the fork server forks each shard ahead itself");
+      } else {
+        out.start_ahead = a->get<bool>();
+      }
+    }
   }
 
   // A module name as Python's import takes it: dotted identifiers (ASCII here).
@@ -1008,7 +1018,8 @@ json to_json(const job_spec& s) {
         {"stall_timeout_ms", s.worker.stall_timeout_ms},
         {"stop_grace_ms", s.worker.stop_grace_ms},
         {"env", s.worker.env},
-        {"preload", s.worker.preload}}},
+        {"preload", s.worker.preload},
+        {"start_ahead", s.worker.start_ahead ? json(*s.worker.start_ahead) : json(nullptr)}}},
       {"debug",
        {{"leak_mib_per_step", s.debug.leak_mib_per_step},
         {"crash_at_step", optional(s.debug.crash_at_step)},

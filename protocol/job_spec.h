@@ -142,6 +142,10 @@ struct worker_spec {
   // is then forked from it instead of started afresh. Needs a command [python, script, args...];
   // empty: every shard is a fresh process, imports and all.
   std::vector<std::string> preload;
+  // Start each next worker while the current one saves (protocol/README.md, "Starting ahead").
+  // Unset: yes for the built-in trainer, no for a worker.command (which must implement
+  // BATON_START_AHEAD to say yes); never with preload, whose fork server forks ahead itself.
+  std::optional<bool> start_ahead;
 
   bool operator==(const worker_spec&) const = default;
 };

@@ -143,6 +143,10 @@ result<worker_message> decode_worker(const json& j, const std::string& type) {
         m.metrics[k] = *x;
       }
     }
+    if (auto it = j.find("shard_end_step"); it != j.end() && !it->is_null()) {
+      BATON_READ(end, r.integer("shard_end_step"));
+      m.shard_end_step = *end;
+    }
     return m;
   }
   if (type == "checkpoint") {
@@ -181,13 +185,15 @@ std::string encode(const worker_message& m) {
           [](const progress_msg& p) {
             json metrics = json::object();
             for (const auto& [k, v] : p.metrics) metrics[k] = number(v);
-            return dump({{"type", "progress"},
-                         {"step", p.step},
-                         {"total_steps", p.total_steps},
-                         {"epoch", p.epoch},
-                         {"loss", number(p.loss)},
-                         {"metrics", metrics},
-                         {"samples_per_sec", number(p.samples_per_sec)}});
+            json j = {{"type", "progress"},
+                      {"step", p.step},
+                      {"total_steps", p.total_steps},
+                      {"epoch", p.epoch},
+                      {"loss", number(p.loss)},
+                      {"metrics", metrics},
+                      {"samples_per_sec", number(p.samples_per_sec)}};
+            if (p.shard_end_step) j["shard_end_step"] = *p.shard_end_step;
+            return dump(j);
           },
           [](const checkpoint_msg& c) {
             json j = {{"type", "checkpoint"}, {"path", c.path}, {"step", c.step}};
@@ -205,7 +211,13 @@ std::string encode(const worker_message& m) {
 }
 
 std::string encode(const supervisor_message& m) {
-  return std::visit(overloaded{[](const stop_msg&) { return dump({{"type", "stop"}}); }}, m);
+  return std::visit(overloaded{[](const stop_msg&) {
+                                 return dump({{"type", "stop"}});
+                               },
+                               [](const resume_msg&) {
+                                 return dump({{"type", "resume"}});
+                               }},
+                    m);
 }
 
 result<worker_message> decode_worker_message(std::string_view line) {
@@ -224,6 +236,7 @@ result<supervisor_message> decode_supervisor_message(std::string_view line) {
   auto j = parse_line(line, type);
   if (!j) return j.error();
   if (type == "stop") return stop_msg{};
+  if (type == "resume") return resume_msg{};
   return make_error("unknown message type \"" + type + "\"");
 }
 
@@ -235,9 +248,8 @@ bool is_worker_message_type(std::string_view type) {
 bool names_no_space(std::string_view text) {
   std::string lower(text);
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* needle :
-       {"enospc", "edquot", "no space left on device", "disk quota exceeded",
-        "quota exceeded", "not enough space on the disk", "disk is full"}) {
+  for (const char* needle : {"enospc", "edquot", "no space left on device", "disk quota exceeded",
+                             "quota exceeded", "not enough space on the disk", "disk is full"}) {
     if (lower.find(needle) != std::string::npos) return true;
   }
   return false;

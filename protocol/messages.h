@@ -31,6 +31,9 @@ struct progress_msg {
   double loss = 0.0;
   std::map<std::string, double> metrics;  // accuracy, val_loss, val_accuracy, ...
   double samples_per_sec = 0.0;
+  // Optional: the step this worker's shard ends at. With it, the supervisor can start the next
+  // worker ahead (protocol/README.md, "Starting ahead") when a progress reports that step.
+  std::optional<std::int64_t> shard_end_step;
 };
 
 // With a digest: a baton checkpoint file the worker wrote into BATON_CHECKPOINT_DIR. Without
@@ -52,9 +55,12 @@ struct error_msg {
 };
 
 struct stop_msg {};
+// To a worker started ahead (BATON_START_AHEAD=1), waiting set up: resume from the newest
+// checkpoint in BATON_CHECKPOINT_DIR and train its shard.
+struct resume_msg {};
 
 using worker_message = std::variant<hello_msg, progress_msg, checkpoint_msg, done_msg, error_msg>;
-using supervisor_message = std::variant<stop_msg>;
+using supervisor_message = std::variant<stop_msg, resume_msg>;
 
 // One line, no trailing newline.
 std::string encode(const worker_message& m);

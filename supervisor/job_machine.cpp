@@ -49,7 +49,9 @@ class step {
     s().pause_reason.clear();
     s().worker_error.clear();
     s().kill_sent = false;
+    s().rss_bytes.reset();
     emit(act::spawn_worker{s().step_budget});
+    s().ahead = false;  // the spawn uses it, or drops it if it does not fit
   }
 
   void kill(exit_cause cause, std::string detail, stop_target target) {
@@ -89,6 +91,30 @@ class step {
     job().state = next;
     s().phase = worker_phase::none;
     s().worker_alive = false;
+    s().rss_bytes.reset();
+    if (s().ahead) {
+      emit(act::drop_ahead{});
+      s().ahead = false;
+    }
+  }
+
+  // At the last step of a shard that more shards follow: the worker saves now, so the next one
+  // can set up meanwhile. Only while nothing else is under way (a stop, a kill), and only where
+  // two workers fit in the job's memory limit at once, judged by the current worker's newest
+  // sample (a fresh worker holds at most what this one does; a leaky one near its limit gets no
+  // companion).
+  void maybe_start_ahead() {
+    if (!cfg_.start_ahead || s().ahead || s().phase != worker_phase::running ||
+        s().target != stop_target::none) {
+      return;
+    }
+    const auto& m = cfg_.memory;
+    const auto limit = m.soft_limit_mib ? m.soft_limit_mib : m.hard_limit_mib;
+    if (limit) {
+      if (!s().rss_bytes || 2 * *s().rss_bytes > static_cast<std::uint64_t>(*limit) * mib) return;
+    }
+    s().ahead = true;
+    emit(act::start_ahead{s().step_budget});
   }
 
   void pause(std::string reason) {
@@ -349,6 +375,8 @@ machine_settings machine_settings::from(const protocol::job_spec& spec) {
   m.memory = spec.memory;
   m.restart = spec.restart;
   m.worker = spec.worker;
+  m.start_ahead =
+      spec.worker.start_ahead.value_or(!spec.worker.command) && spec.worker.preload.empty();
   return m;
 }
 
@@ -502,6 +530,7 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
               s.stop_detail = "planned stop after " + std::to_string(*s.step_budget) +
                               " steps, learned from a hard-limit kill";
             }
+            if (e.shard_end) t.maybe_start_ahead();
           }
         } else if constexpr (std::is_same_v<E, ev::checkpoint_verified>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
@@ -535,6 +564,7 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
           }
         } else if constexpr (std::is_same_v<E, ev::rss_sample>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();
+          s.rss_bytes = e.bytes;  // kept even when it asks for nothing: see maybe_start_ahead
           const auto& m = cfg.memory;
           if (m.hard_limit_mib && e.bytes > static_cast<std::uint64_t>(*m.hard_limit_mib) * mib) {
             if (s.kill_sent) return t.ignore();

@@ -76,6 +76,10 @@ struct job_runtime {
   std::string pause_reason;  // the diagnosis the job gets once a pausing worker is gone
   std::string worker_error;  // the current worker's last `error` message, for the diagnosis
   bool kill_sent = false;
+  // The current worker's newest memory sample; unset until its first.
+  std::optional<std::uint64_t> rss_bytes;
+  // A next worker was started ahead (act::start_ahead) and not yet used or dropped.
+  bool ahead = false;
   friend bool operator==(const job_runtime&, const job_runtime&) = default;
 };
 
@@ -139,6 +143,9 @@ struct hello {
 };
 struct progress {
   std::int64_t step = 0;
+  // The worker reported the last step of its shard (its progress message's shard_end_step) and
+  // the job goes on after it: it saves now, and a next worker will follow.
+  bool shard_end = false;
 };
 struct checkpoint_verified {
   std::int64_t step = 0;
@@ -238,11 +245,22 @@ struct request_slot {
 struct persist {  // write the job record durably before anything else happens
   friend bool operator==(const persist&, const persist&) = default;
 };
+// Start the next worker now, while the current one saves: it sets up (data, model, its memory
+// faulted in) and waits; the next spawn_worker with the same max_steps uses it instead of a new
+// process (protocol/README.md, "Starting ahead").
+struct start_ahead {
+  std::optional<std::int64_t> max_steps;
+  friend bool operator==(const start_ahead&, const start_ahead&) = default;
+};
+struct drop_ahead {  // kill the worker started ahead: no spawn follows the current worker now
+  friend bool operator==(const drop_ahead&, const drop_ahead&) = default;
+};
 }  // namespace act
 
-using action = std::variant<act::spawn_worker, act::send_stop, act::kill_group, act::start_timer,
-                            act::cancel_timer, act::record_exit, act::close_interrupted_shard,
-                            act::log_event, act::request_slot, act::persist>;
+using action =
+    std::variant<act::spawn_worker, act::send_stop, act::kill_group, act::start_timer,
+                 act::cancel_timer, act::record_exit, act::close_interrupted_shard, act::log_event,
+                 act::request_slot, act::persist, act::start_ahead, act::drop_ahead>;
 
 struct machine_settings {
   protocol::memory_spec memory;
@@ -250,6 +268,8 @@ struct machine_settings {
   protocol::worker_spec worker;
   // s6: at least 1 s between two spawns, unless the last worker got a new checkpoint out.
   std::int64_t min_restart_interval_ms = 1000;
+  // Whether the job's next worker is started ahead (worker.start_ahead, BATON_START_AHEAD).
+  bool start_ahead = false;
 
   static machine_settings from(const protocol::job_spec& spec);
 };

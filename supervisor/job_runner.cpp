@@ -281,7 +281,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
                asio::steady_timer(io_)},
         rss_timer(io_),
         drain_timer(io_),
-        log(files_, store_.log_path(record.id), options.log) {}
+        log(files_, store_.log_path(record.id), options.log) {
+    worker_group = record.id;
+  }
 
   asio::io_context& io;
   os::env& files;
@@ -297,6 +299,31 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   fs::path staging_dir;  // of the current worker; empty when none was created
 
   std::unique_ptr<worker_process> worker;
+  // Where a worker's stderr goes: to the job's log once it is the current worker (gen set), held
+  // in memory before that, while a worker started ahead waits its turn (its start-up lines then
+  // reach the log in order, after the previous worker's last ones).
+  struct stderr_route {
+    std::optional<std::uint64_t> gen;
+    std::string held;  // at most held_stderr_bytes; the rest is counted, not kept
+    std::size_t dropped = 0;
+    bool ended = false;
+  };
+  static constexpr std::size_t held_stderr_bytes = 64 * 1024;
+  // The next worker, started ahead (act::start_ahead) while the current one saves: set up and
+  // waiting for `resume`. The next spawn with the same max_steps makes it the current worker;
+  // act::drop_ahead, a spawn that differs and the runner's end kill it.
+  struct ahead_worker {
+    std::unique_ptr<worker_process> process;
+    std::optional<std::int64_t> max_steps;
+    std::string group;
+    std::shared_ptr<stderr_route> route;
+    bool resumed = false;  // `resume` sent
+  };
+  std::optional<ahead_worker> ahead;
+  // The current worker's containment group. A worker started ahead takes the job's other one, so
+  // that the kill of everything left in the current worker's group, once it exits, cannot reach
+  // it; after its turn the two swap.
+  std::string worker_group;
   // worker.preload's fork server: started before the job's first shard (and again after it
   // failed), ended when the job rests. Shards are forked from it instead of spawned.
   std::unique_ptr<preload_parent> preload;
@@ -467,6 +494,10 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   }
 
   void apply_one(const act::kill_group&) { kill_worker_tree(); }
+
+  void apply_one(const act::start_ahead& x) { start_ahead(x.max_steps); }
+
+  void apply_one(const act::drop_ahead&) { drop_ahead("no worker follows this one now"); }
 
   void apply_one(const act::start_timer& t) {
     const auto k = static_cast<std::size_t>(t.kind);
@@ -706,7 +737,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.read_pace =
         std::min(options.read_pace,
                  std::chrono::milliseconds(std::max<std::int64_t>(1, spec.memory.poll_ms)));
-    o.group = record.id;  // the job's cgroup: nothing the worker starts can leave it
+    o.group = worker_group;  // the job's cgroup: nothing the worker starts can leave it
     o.credentials = options.run_as;
     return o;
   }
@@ -731,19 +762,18 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     shard_record shard = new_shard();
     auto o = shard_options(max_steps);
     // Through us, not to a file: stamped, rotated, cut, and never more than a chunk in memory.
-    o.on_stderr = [weak = weak_from_this(), gen = worker_gen + 1](
-                      const boost::system::error_code& ec, std::string_view data) {
-      auto self = weak.lock();
-      if (!self || self->closed || gen != self->worker_gen) return;
-      if (!ec) {
-        (void)self->log.add_stream(data);
-        return;
-      }
-      (void)self->log.end_stream();
-      self->stderr_done = true;
-      self->maybe_finish_worker();
-    };
+    auto route = std::make_shared<stderr_route>();
+    route->gen = worker_gen + 1;
+    o.on_stderr = stderr_handler(route);
+    std::optional<ahead_worker> turn;
+    if (ahead && !staging_error && ahead->max_steps == max_steps) {
+      turn = std::move(ahead);
+      ahead.reset();
+    } else if (ahead) {
+      drop_ahead("its step budget changed");
+    }
     auto p = staging_error ? result<std::unique_ptr<worker_process>>(*staging_error)
+             : turn        ? result<std::unique_ptr<worker_process>>(std::move(turn->process))
              : preload     ? preload->fork(io, o, preload_fork_timeout)
                            : launcher.spawn(io, o);
     if (!p) {
@@ -755,6 +785,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     }
     worker = std::move(*p);
     const auto gen = ++worker_gen;
+    if (turn) worker_group = turn->group;
     shard.pid = worker->pid();
     record.shards.push_back(std::move(shard));
     // On disk at once: if the supervisor dies during this shard, the next one must find the
@@ -762,6 +793,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     apply_one(act::persist{});
     stdout_done = false;
     stderr_done = false;
+    if (turn) take_held_stderr(*turn->route, gen);
     exit_status.reset();
     last_done.reset();
     leak = {};
@@ -774,7 +806,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     live.total_steps = record.total_steps;
     live.shard_started_step = record.checkpoint_step;
     live.shard_started_ms = mono_ms();
-    log_event("worker " + std::to_string(worker->pid()) + " started at step " +
+    log_event("worker " + std::to_string(worker->pid()) +
+              (turn ? " (started ahead) takes over at step " : " started at step ") +
               std::to_string(record.checkpoint_step));
     if (options.history) {
       noted(options.history->add_event(record.shards.back().started_ms, history_event_kind::spawn,
@@ -791,8 +824,102 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
       if (self->closed || gen != self->worker_gen) return;
       self->on_exit(ec, st);
     });
+    if (turn && !turn->resumed) send_resume(*worker);
     post_event(ev::worker_spawned{mono_ms()});
     arm_rss_timer(gen);
+  }
+
+  // Tells a worker started ahead to read the newest checkpoint and train. Sent as soon as its
+  // predecessor's checkpoint is on disk, before our own check of it and that worker's exit, so
+  // its read of the file overlaps both; its lines wait in the pipe until it is the current
+  // worker. Should the check fail, the machine drops it (it saved nothing: no harm done). A
+  // worker that died while it waited fails this write; its exit, once it is current, decides.
+  void send_resume(worker_process& w) {
+    w.async_write_line(protocol::encode(protocol::supervisor_message{protocol::resume_msg{}}),
+                       [weak = weak_from_this()](const boost::system::error_code& ec) {
+                         auto self = weak.lock();
+                         if (ec && self && !self->closed) {
+                           self->log_event("could not send resume: " + ec.message());
+                         }
+                       });
+  }
+
+  // The stderr handler of a worker whose lines take `route` (see stderr_route).
+  os::chunk_handler stderr_handler(std::shared_ptr<stderr_route> route) {
+    return [weak = weak_from_this(), route](const boost::system::error_code& ec,
+                                            std::string_view data) {
+      auto self = weak.lock();
+      if (!self || self->closed) return;
+      if (!route->gen) {
+        if (ec) {
+          route->ended = true;
+        } else {
+          const auto room = held_stderr_bytes - std::min(held_stderr_bytes, route->held.size());
+          route->held.append(data.substr(0, room));
+          route->dropped += data.size() - std::min(room, data.size());
+        }
+        return;
+      }
+      if (*route->gen != self->worker_gen) return;
+      if (!ec) {
+        (void)self->log.add_stream(data);
+        return;
+      }
+      (void)self->log.end_stream();
+      self->stderr_done = true;
+      self->maybe_finish_worker();
+    };
+  }
+
+  // A worker started ahead becomes the current one: what it wrote while it waited reaches the
+  // log now, and from here on its stderr goes there directly.
+  void take_held_stderr(stderr_route& route, std::uint64_t gen) {
+    route.gen = gen;
+    if (!route.held.empty()) (void)log.add_stream(route.held);
+    if (route.dropped > 0) {
+      (void)log.end_stream();
+      log_event("(" + std::to_string(route.dropped) +
+                " bytes of the worker's start-up output were not kept)");
+    }
+    route.held.clear();
+    route.held.shrink_to_fit();
+    if (route.ended) {
+      (void)log.end_stream();
+      stderr_done = true;
+    }
+  }
+
+  // act::start_ahead: the next worker, as the next spawn would start it, but in the job's other
+  // containment group, told to wait (BATON_START_AHEAD=1), and without BATON_START_STEP and
+  // BATON_RESUME_FROM, which are not known before the current worker's checkpoint is.
+  void start_ahead(std::optional<std::int64_t> max_steps) {
+    if (ahead || closed) return;
+    auto o = shard_options(max_steps);
+    std::erase_if(o.env, [](const auto& kv) {
+      return kv.first == "BATON_START_STEP" || kv.first == "BATON_RESUME_FROM";
+    });
+    o.env.emplace_back("BATON_START_AHEAD", "1");
+    o.group = worker_group == record.id ? record.id + "/ahead" : record.id;
+    auto route = std::make_shared<stderr_route>();
+    o.on_stderr = stderr_handler(route);
+    auto p = launcher.spawn(io, o);
+    if (!p) {
+      // Nothing lost: the next worker starts the usual way, after this one.
+      log_event("cannot start the next worker ahead: " + p.error().message);
+      return;
+    }
+    ahead = ahead_worker{std::move(*p), max_steps, o.group, std::move(route)};
+  }
+
+  void drop_ahead(const std::string& why) {
+    if (!ahead) return;
+    log_event("the worker started ahead (" + std::to_string(ahead->process->pid()) +
+              ") is not needed: " + why);
+    auto process = std::move(ahead->process);
+    ahead.reset();
+    // Waited for, so it is reaped once the kill lands; its status means nothing now.
+    process->async_wait([](const boost::system::error_code&, os::exit_status) {});
+    if (auto s = process->kill_tree(); !s) log_event("kill: " + s.error().message);
   }
 
   // Points the record (and so BATON_RESUME_FROM and BATON_START_STEP) at the newest checkpoint
@@ -899,11 +1026,18 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     if (options.history) {
       noted(options.history->add_progress(unix_ms_now(), m.step, m.epoch, m.loss, m.metrics));
     }
-    post_event(ev::progress{m.step});
+    // The shard's last step, with more to come: the worker saves next.
+    const bool shard_end = m.shard_end_step && m.step >= *m.shard_end_step &&
+                           (record.total_steps <= 0 || *m.shard_end_step < record.total_steps);
+    post_event(ev::progress{m.step, shard_end});
   }
 
   void on_message(const protocol::checkpoint_msg& m) {
     sample_before_exit();
+    if (ahead && !ahead->resumed && m.digest && m.step > record.checkpoint_step) {
+      ahead->resumed = true;
+      send_resume(*ahead->process);
+    }
     if (!m.digest) {
       on_folder_checkpoint(m);
       return;
@@ -1173,6 +1307,10 @@ job_runner::~job_runner() {
   impl_->closed = true;
   impl_->current_read.abandon();
   impl_->kill_worker_tree();
+  if (impl_->ahead) {
+    (void)impl_->ahead->process->kill_tree();
+    impl_->ahead.reset();
+  }
   for (auto& t : impl_->timers) t.cancel();
   impl_->rss_timer.cancel();
   impl_->drain_timer.cancel();

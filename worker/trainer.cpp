@@ -239,12 +239,13 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
   // A resume writes every weight and moment in restore(): nothing to zero before that.
   const storage_fill fill = init == initial_weights::left_for_restore ? storage_fill::uninitialised
                                                                       : storage_fill::zeroed;
+  const bool for_restore = init != initial_weights::from_spec;
   auto m = model<float>::create(*spec.model, data.x.cols(), spec.training->loss,
                                 spec.training->batch_size, fill);
   if (!m) return m.error();
   if (auto ok = m->check_data_shape(data.x.cols(), data.y.cols()); !ok) return ok.error();
   auto owned = std::make_unique<model<float>>(std::move(*m));
-  if (init == initial_weights::left_for_restore) {
+  if (for_restore) {
     // Nothing to draw or read: restore() overwrites every parameter.
   } else if (spec.model->initial_weights) {
     const std::string what = spec.model->initial_weights->string();
@@ -260,9 +261,8 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
   }
   auto opt = make_optimizer(spec.training->optimizer, owned->parameters(), fill);
   if (!opt) return opt.error();
-  return std::unique_ptr<trainer>(new trainer(spec, std::move(data), std::move(owned),
-                                              std::move(*opt), g,
-                                              init == initial_weights::left_for_restore));
+  return std::unique_ptr<trainer>(
+      new trainer(spec, std::move(data), std::move(owned), std::move(*opt), g, for_restore));
 }
 
 void trainer::require_restored(const char* what) const {

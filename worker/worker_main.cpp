@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +53,19 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
+// What the stdin reader tells a worker started ahead that waits for its turn.
+struct turn_signal {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool resume = false;
+  bool closed = false;  // stdin's end
+};
+
+turn_signal& turn() {
+  static turn_signal t;
+  return t;
+}
+
 // Reads supervisor lines until end of input. Only `stop` means stop: a closed stdin (a
 // supervisor that never writes, a test harness) is not a request.
 void start_stdin_reader() {
@@ -68,10 +82,30 @@ void start_stdin_reader() {
       if (std::holds_alternative<protocol::stop_msg>(*m)) {
         log("stop requested on stdin; finishing the current step");
         os::request_stop();
+        turn().cv.notify_all();
+      } else if (std::holds_alternative<protocol::resume_msg>(*m)) {
+        std::lock_guard<std::mutex> lock(turn().mu);
+        turn().resume = true;
+        turn().cv.notify_all();
       }
     }
     log("stdin closed (not a stop request; training goes on)");
+    std::lock_guard<std::mutex> lock(turn().mu);
+    turn().closed = true;
+    turn().cv.notify_all();
   }).detach();
+}
+
+// A worker started ahead waits here, set up, until the supervisor says `resume` (true), or
+// asks it to stop or goes away (false: it has trained nothing, so it has nothing to save).
+// SIGTERM sets the stop flag from a signal handler, which cannot notify: hence the short polls.
+bool wait_for_turn() {
+  auto& t = turn();
+  std::unique_lock<std::mutex> lock(t.mu);
+  while (!t.resume && !t.closed && !os::stop_requested()) {
+    t.cv.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  return t.resume && !os::stop_requested();
 }
 
 // Fault injection: memory that is allocated, written and never freed, like a leaking framework.
@@ -100,9 +134,10 @@ class leaker {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
-protocol::progress_msg progress(const trainer& t, const step_outcome* last,
-                                double samples_per_sec) {
+protocol::progress_msg progress(const trainer& t, const step_outcome* last, double samples_per_sec,
+                                std::int64_t shard_end_step) {
   protocol::progress_msg p;
+  p.shard_end_step = shard_end_step;
   p.step = t.step();
   p.total_steps = t.geometry().total_steps;
   if (last != nullptr) {
@@ -148,18 +183,38 @@ int run(worker_options opt) {
   // into the model, so a resume holds the state once, and its hash of those very bytes is the
   // digest check, so the file is read once. Found before the model is made, so a resume skips the
   // initial weights (and the zeroing) that the restore would overwrite.
+  // Started ahead, the checkpoint it resumes from is still being written: the data and the model
+  // come first, with every page of the state faulted in (a third of a resume's time on a fresh
+  // process), and the checkpoint is looked for only once the supervisor says `resume`.
   constexpr std::size_t chunk = 1 << 20;
-  auto loaded = store.open_newest(chunk, protocol::digest_check::on_read);
-  if (!loaded) return fail(exit_runtime_error, loaded.error().message);
+  result<std::optional<protocol::opened_checkpoint>> loaded = std::nullopt;
+  if (!opt.start_ahead) {
+    loaded = store.open_newest(chunk, protocol::digest_check::on_read);
+    if (!loaded) return fail(exit_runtime_error, loaded.error().message);
+  }
 
   auto data = load_dataset(e, *spec->data, spec->training->loss, spec->model->layers.back().units);
   if (!data) return fail(exit_bad_config, data.error().message);
-  auto made =
-      trainer::create(*spec, std::move(*data), e,
-                      *loaded ? initial_weights::left_for_restore : initial_weights::from_spec);
+  const auto init = opt.start_ahead ? initial_weights::faulted_in_for_restore
+                    : *loaded       ? initial_weights::left_for_restore
+                                    : initial_weights::from_spec;
+  auto made = trainer::create(*spec, std::move(*data), e, init);
   if (!made) return fail(exit_bad_config, made.error().message);
   trainer& t = **made;
   const auto& g = t.geometry();
+  if (opt.start_ahead) {
+    if (!wait_for_turn()) {
+      log("started ahead, and stopped before its turn: nothing trained, nothing to save");
+      return exit_stopped;
+    }
+    loaded = store.open_newest(chunk, protocol::digest_check::on_read);
+    if (!loaded) return fail(exit_runtime_error, loaded.error().message);
+    // Only a job with a checkpoint has a worker started ahead: it follows one that saved.
+    if (!*loaded) {
+      return fail(exit_runtime_error, "started ahead to resume, but " +
+                                          opt.checkpoint_dir.string() + " holds no checkpoint");
+    }
+  }
 
   std::optional<std::int64_t> resumed_step;
   std::filesystem::path resumed_path;
@@ -201,7 +256,7 @@ int run(worker_options opt) {
       " threads");
 
   leaker leak(spec->debug.leak_mib_per_step);
-  send(progress(t, nullptr, 0.0));
+  send(progress(t, nullptr, 0.0, boundary));
   auto last_report = clock_type::now();
   std::int64_t samples_since_report = 0;
   bool stopped = false;
@@ -223,7 +278,8 @@ int run(worker_options opt) {
     // Ten reports a second: often enough for the supervisor to learn how many steps a worker
     // gets through before its memory budget, cheap enough (one short line) to never matter.
     if (out.epoch_end || secs >= 0.1 || t.step() == boundary) {
-      send(progress(t, &out, secs > 0 ? static_cast<double>(samples_since_report) / secs : 0.0));
+      send(progress(t, &out, secs > 0 ? static_cast<double>(samples_since_report) / secs : 0.0,
+                    boundary));
       last_report = now;
       samples_since_report = 0;
     }
@@ -317,6 +373,12 @@ result<command_line> parse_command_line(int argc, const char* const* argv,
                         "\"");
     }
     o.max_steps = n;
+  }
+  if (auto v = lookup(start_ahead_env); v && !v->empty()) {
+    if (*v != "1" && *v != "0") {
+      return make_error(std::string(start_ahead_env) + ": expected 1 or 0, got \"" + *v + "\"");
+    }
+    o.start_ahead = *v == "1";
   }
   const auto fallback = [&](std::filesystem::path& p, const char* flag, const char* var) -> status {
     if (!p.empty()) return {};

@@ -25,6 +25,9 @@ enum exit_code : int {
 inline constexpr const char* job_file_env = "BATON_JOB_FILE";
 inline constexpr const char* checkpoint_dir_env = "BATON_CHECKPOINT_DIR";
 inline constexpr const char* max_steps_env = "BATON_MAX_STEPS";
+// "1": started ahead of its turn (protocol/README.md, "Starting ahead"): set up, then wait for
+// the supervisor's `resume` line before reading the checkpoint.
+inline constexpr const char* start_ahead_env = "BATON_START_AHEAD";
 
 struct worker_options {
   std::filesystem::path job_file;
@@ -33,6 +36,9 @@ struct worker_options {
   // At most this many steps in this process (the supervisor's learned memory budget); the
   // shard then ends early, with a checkpoint, as if its boundary were there.
   std::optional<std::int64_t> max_steps;
+  // Started ahead (BATON_START_AHEAD=1): everything but the restore is done while the previous
+  // worker still saves, and the restore waits for `resume` on stdin.
+  bool start_ahead = false;
 };
 
 struct command_line {

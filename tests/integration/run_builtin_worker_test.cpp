@@ -102,6 +102,44 @@ const std::string& reference_state() {
 
 using baton::test::read_text;
 
+TEST_CASE("workers started ahead take over each shard and end with the weights of one shard",
+          "[integration]") {
+  const auto dir = scratch("ahead");
+  auto whole = small_job("whole");
+  whole["shard"] = {{"epochs", 4}};
+  const auto one = baton_run(write_job(dir / "whole", whole), dir / "whole" / "state");
+  REQUIRE(one.summary["state"] == "completed");
+  REQUIRE(one.summary["shards"].size() == 1);
+
+  // The default: each next worker starts while the previous one saves, and takes over.
+  const auto ahead =
+      baton_run(write_job(dir / "ahead", small_job("ahead")), dir / "ahead" / "state");
+  REQUIRE(ahead.summary["state"] == "completed");
+  CHECK(ahead.summary["shards"].size() == 4);
+  const auto log = read_text(dir / "ahead" / "state" / "jobs" / "ahead" / "worker.log");
+  std::size_t takeovers = 0;
+  for (auto at = log.find("(started ahead) takes over"); at != std::string::npos;
+       at = log.find("(started ahead) takes over", at + 1)) {
+    ++takeovers;
+  }
+  INFO(log);
+  CHECK(takeovers == 3);
+  CHECK(log.find("is not needed") == std::string::npos);  // every one was used
+
+  // Off: every worker starts after the previous one has exited.
+  auto serial_job = small_job("serial");
+  serial_job["worker"] = {{"start_ahead", false}};
+  const auto serial = baton_run(write_job(dir / "serial", serial_job), dir / "serial" / "state");
+  REQUIRE(serial.summary["state"] == "completed");
+  CHECK(read_text(dir / "serial" / "state" / "jobs" / "serial" / "worker.log")
+            .find("started ahead") == std::string::npos);
+
+  const auto expected = final_state(one.summary);
+  CHECK(final_state(ahead.summary) == expected);
+  CHECK(final_state(serial.summary) == expected);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a leaking worker under a soft limit is recycled and ends with the same weights",
           "[integration][builtin_worker]") {
   const auto dir = scratch("soft");
@@ -249,7 +287,11 @@ TEST_CASE("Ctrl-C checkpoints and stops, and the same command resumes to the sam
   while (!status) {
     io.run_for(std::chrono::milliseconds(20));
     const auto text = read_text(log);
-    if (text.find("started at step 16") != std::string::npos) break;
+    // Spawned then, or started ahead and taking over (the default for the built-in worker).
+    if (text.find("started at step 16") != std::string::npos ||
+        text.find("takes over at step 16") != std::string::npos) {
+      break;
+    }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   REQUIRE((*baton)->signal_group(baton::os::group_signal::terminate));

@@ -54,7 +54,18 @@ fs::path write_job(const fs::path& dir, const std::string& json) {
   return p;
 }
 
-enum class action { none, kill, terminate, stop, stop_at_start };
+// resume, stop_before_turn, terminate_before_turn: for a worker started ahead (BATON_START_AHEAD),
+// `delay` after its hello.
+enum class action {
+  none,
+  kill,
+  terminate,
+  stop,
+  stop_at_start,
+  resume,
+  stop_before_turn,
+  terminate_before_turn
+};
 
 // One worker process as the supervisor sees it.
 struct run_result {
@@ -62,6 +73,7 @@ struct run_result {
   exit_status status;
   // From spawning: the first progress (training about to start) and the last message.
   std::chrono::microseconds first_progress{0}, last_message{0};
+  std::chrono::microseconds acted_at{0};  // when `act` was carried out; 0: never
 };
 
 template <class Pred>
@@ -78,10 +90,13 @@ bool run_until(boost::asio::io_context& io, Pred done, std::chrono::milliseconds
 // the worker sends just before its first step (kill: `delay` after spawning).
 run_result run_worker(const fs::path& job, const fs::path& ckpt, action act = action::none,
                       std::chrono::microseconds delay = 0us) {
+  const bool ahead = act == action::resume || act == action::stop_before_turn ||
+                     act == action::terminate_before_turn;
   boost::asio::io_context io;
   baton::os::spawn_options o;
   o.argv = {BATON_WORKER_EXE, "--job",     job.string(), "--checkpoint-dir",
             ckpt.string(),    "--threads", "1"};
+  if (ahead) o.env.emplace_back("BATON_START_AHEAD", "1");
   o.stderr_log = ckpt.parent_path() / "worker.log";
   auto spawned = baton::os::spawn(io, o);
   REQUIRE(spawned);
@@ -106,6 +121,10 @@ run_result run_worker(const fs::path& job, const fs::path& ckpt, action act = ac
     if (!m) return;
     if (r.messages.empty()) {
       CHECK(std::holds_alternative<protocol::hello_msg>(*m));  // hello first
+      if (ahead) {
+        armed = true;
+        act_at = std::chrono::steady_clock::now() + delay;
+      }
     }
     const auto now = std::chrono::steady_clock::now();
     r.last_message = std::chrono::duration_cast<std::chrono::microseconds>(now - started);
@@ -130,6 +149,8 @@ run_result run_worker(const fs::path& job, const fs::path& ckpt, action act = ac
     io.run_for(200us);
     if (armed && !acted && !exited && std::chrono::steady_clock::now() >= act_at) {
       acted = true;
+      r.acted_at = std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::steady_clock::now() - started);
       switch (act) {
         case action::kill:
           REQUIRE(p.signal_group(baton::os::group_signal::kill));
@@ -138,7 +159,15 @@ run_result run_worker(const fs::path& job, const fs::path& ckpt, action act = ac
           REQUIRE(p.signal_group(baton::os::group_signal::terminate));
           break;
         case action::stop:
+        case action::stop_before_turn:
           p.async_write_line(protocol::encode(protocol::stop_msg{}),
+                             [](const boost::system::error_code&) {});
+          break;
+        case action::terminate_before_turn:
+          REQUIRE(p.signal_group(baton::os::group_signal::terminate));
+          break;
+        case action::resume:
+          p.async_write_line(protocol::encode(protocol::resume_msg{}),
                              [](const boost::system::error_code&) {});
           break;
         case action::none:
@@ -263,6 +292,66 @@ TEST_CASE("worker shards killed, terminated and stopped anywhere equal one run",
   CHECK(stops > 0);
   CHECK(kills > 0);
   CHECK(kills + stops + completes >= 7);
+  const auto got = final_tensors(dir / "ckpt");
+  REQUIRE(got.size() == expected.size());
+  for (const auto& [name, bytes] : expected) {
+    INFO(name);
+    CHECK(got.at(name) == bytes);
+  }
+  fs::remove_all(dir);
+  fs::remove_all(whole_dir);
+}
+
+TEST_CASE("workers started ahead wait for resume, then train on to the same weights",
+          "[integration]") {
+  const fs::path whole_dir = fresh_dir("ahead-whole");
+  const auto whole_job = write_job(whole_dir, job_json(R"({"steps": 1000})"));
+  REQUIRE(run_worker(whole_job, whole_dir / "ckpt").status == exit_status::exited(0));
+  const auto expected = final_tensors(whole_dir / "ckpt");
+
+  const fs::path dir = fresh_dir("ahead");
+  const auto job = write_job(dir, job_json(R"({"steps": 7})"));
+  // Started ahead with nothing to resume from: it says so, naming the folder.
+  const auto nothing = run_worker(job, dir / "ckpt", action::resume, 0us);
+  CHECK(nothing.status == exit_status::exited(1));
+  REQUIRE(last_of<protocol::error_msg>(nothing));
+  CHECK_THAT(last_of<protocol::error_msg>(nothing)->message,
+             Catch::Contains("holds no checkpoint"));
+  CHECK_THAT(last_of<protocol::error_msg>(nothing)->message,
+             Catch::Contains(fs::absolute(dir / "ckpt").lexically_normal().string()));
+
+  REQUIRE(run_worker(job, dir / "ckpt").status == exit_status::exited(0));  // steps 0..7
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& f : fs::directory_iterator(dir / "ckpt")) {
+      names.push_back(f.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  // Told to stop, or SIGTERMed, before its turn: it trained nothing and writes nothing.
+  for (const auto act : {action::stop_before_turn, action::terminate_before_turn}) {
+    const auto before = listing();
+    const auto r = run_worker(job, dir / "ckpt", act, 100ms);
+    CHECK(r.status == exit_status::exited(3));
+    CHECK(r.messages.size() == 1);  // hello only
+    CHECK(listing() == before);
+  }
+  bool complete = false;
+  for (int shard = 0; shard < 10 && !complete; ++shard) {
+    // The resume comes 150 ms after hello: nothing but hello may come before it.
+    const auto r = run_worker(job, dir / "ckpt", action::resume, 150ms);
+    REQUIRE(r.status == exit_status::exited(0));
+    check_clean_end(r, dir / "ckpt");
+    REQUIRE(r.acted_at.count() > 0);
+    CHECK(r.first_progress >= r.acted_at);
+    const auto* first = std::get_if<protocol::progress_msg>(&r.messages.at(1));
+    REQUIRE(first);
+    // Every progress names the shard's end: the supervisor starts the next worker from it.
+    CHECK(first->shard_end_step == std::min<std::int64_t>(48, (first->step / 7 + 1) * 7));
+    complete = last_of<protocol::done_msg>(r)->job_complete;
+  }
+  REQUIRE(complete);
   const auto got = final_tensors(dir / "ckpt");
   REQUIRE(got.size() == expected.size());
   for (const auto& [name, bytes] : expected) {

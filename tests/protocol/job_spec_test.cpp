@@ -935,7 +935,37 @@ TEST_CASE("worker.preload reaches the spec and round-trips", "[unit][job_spec]")
   CHECK(none->worker.preload.empty());
 }
 
+TEST_CASE("worker.start_ahead cannot be true with worker.preload", "[unit][job_spec]") {
+  auto doc = minimal();
+  doc["worker"]["command"] = {"python3", "train.py"};
+  doc["worker"]["preload"] = {"torch"};
+  doc["worker"]["start_ahead"] = true;
+  CHECK(error_of(doc) ==
+        "worker.start_ahead: cannot be true with worker.preload: the fork server forks each "
+        "shard ahead itself");
+  doc["worker"]["start_ahead"] = false;
+  CHECK(parse_job_spec(doc.dump(), base));
+}
+
 #endif
+
+TEST_CASE("worker.start_ahead reaches the spec and round-trips", "[unit][job_spec]") {
+  auto doc = minimal();
+  auto unset = parse_job_spec(doc.dump(), base);
+  REQUIRE(unset);
+  CHECK_FALSE(unset->worker.start_ahead);
+  for (const bool value : {true, false}) {
+    doc["worker"]["start_ahead"] = value;
+    auto spec = parse_job_spec(doc.dump(), base);
+    REQUIRE(spec);
+    CHECK(spec->worker.start_ahead == std::optional<bool>(value));
+    auto again = parse_job_spec(baton::protocol::to_json(*spec).dump(), base);
+    REQUIRE(again);
+    CHECK(*again == *spec);
+  }
+  doc["worker"]["start_ahead"] = "yes";
+  CHECK(error_of(doc) == "worker.start_ahead: expected true, false or null, got \"yes\"");
+}
 
 TEST_CASE("worker.env reaches the spec and round-trips", "[unit][job_spec]") {
   auto doc = minimal();

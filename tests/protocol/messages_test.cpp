@@ -59,6 +59,22 @@ TEST_CASE("progress round trip", "[unit][messages]") {
   CHECK(back.loss == p.loss);  // doubles print exactly (shortest round-trip form)
   CHECK(back.metrics == p.metrics);
   CHECK(back.samples_per_sec == p.samples_per_sec);
+  CHECK_FALSE(back.shard_end_step);  // optional, and absent from the line when unset
+  CHECK(encode(p).find("shard_end_step") == std::string::npos);
+  p.shard_end_step = 3000;
+  CHECK(round_trip(p).shard_end_step == std::optional<std::int64_t>(3000));
+}
+
+TEST_CASE("progress.shard_end_step must be an integer or null", "[unit][messages]") {
+  const std::string head =
+      R"({"type":"progress","step":1,"total_steps":2,"epoch":0,"loss":0.5,"samples_per_sec":1,)";
+  auto null_end = decode_worker_message(head + R"("shard_end_step":null})");
+  REQUIRE(null_end);
+  CHECK_FALSE(std::get<progress_msg>(*null_end).shard_end_step);
+  auto bad = decode_worker_message(head + R"("shard_end_step":"soon"})");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message, Catch::Contains("progress.shard_end_step"));
+  CHECK(bad.error().code == baton::errc::protocol_violation);
 }
 
 TEST_CASE("non-finite numbers travel as null and come back as NaN", "[unit][messages]") {
@@ -111,6 +127,11 @@ TEST_CASE("checkpoint, done, error and stop round trip", "[unit][messages]") {
   auto s = decode_supervisor_message(stop);
   REQUIRE(s);
   CHECK(std::holds_alternative<stop_msg>(*s));
+  const auto resume = encode(supervisor_message{resume_msg{}});
+  CHECK(resume == R"({"type":"resume"})");
+  auto r = decode_supervisor_message(resume);
+  REQUIRE(r);
+  CHECK(std::holds_alternative<resume_msg>(*r));
 }
 
 TEST_CASE("encoding never throws on text that is not UTF-8", "[unit][messages]") {

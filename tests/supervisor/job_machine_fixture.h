@@ -47,6 +47,11 @@ inline std::string describe(const action& a) {
         if constexpr (std::is_same_v<A, act::log_event>) o << "log_event{" << x.message << "}";
         if constexpr (std::is_same_v<A, act::request_slot>) o << "request_slot";
         if constexpr (std::is_same_v<A, act::persist>) o << "persist";
+        if constexpr (std::is_same_v<A, act::start_ahead>) {
+          o << "start_ahead";
+          if (x.max_steps) o << "{" << *x.max_steps << "}";
+        }
+        if constexpr (std::is_same_v<A, act::drop_ahead>) o << "drop_ahead";
       },
       a);
   return o.str();

@@ -1,5 +1,6 @@
 #include "supervisor/job_machine.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <sstream>
 
@@ -64,8 +65,10 @@ TEST_CASE("start, hello, progress and checkpoints", "[unit][job_machine]") {
   CHECK(d.s.progress_step == 10);
   CHECK(d.on(ev::checkpoint_verified{100}) == strings{"start_timer{stall,120000}", "persist"});
   CHECK(d.job.checkpoint_step == 100);
+  // Under the limits a sample asks for nothing; the machine keeps it (see starting ahead).
   CHECK(d.on(ev::rss_sample{500 * mib}).empty());
   CHECK(d.last.ignored);
+  CHECK(d.s.rss_bytes == 500 * mib);
 }
 
 TEST_CASE("shard done: next worker at once, however short the shard", "[unit][job_machine]") {
@@ -746,4 +749,98 @@ TEST_CASE("a damaged newer checkpoint makes the next worker resume lower", "[uni
   // Once the worker runs, its start is fixed.
   CHECK(d.on(ev::resume_point{10}).empty());
   CHECK(d.last.ignored);
+}
+
+TEST_CASE("the next worker starts ahead at a shard's end and takes over", "[unit][job_machine]") {
+  driver d;
+  d.cfg.start_ahead = true;
+  d.run_worker(1000);
+  d.on(ev::rss_sample{400 * mib});
+  // Not yet at the shard's end: nothing.
+  CHECK(d.on(ev::progress{50}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}", "start_ahead"});
+  CHECK(d.s.ahead);
+  // Once per worker: a second report of the end asks for nothing more.
+  CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}"});
+  d.on(ev::checkpoint_verified{100});
+  // The shard's clean end spawns at once: the runner uses the worker started ahead.
+  CHECK(d.on(ev::worker_exited{exit_status::exited(0), done_msg{100, false}, 5000}) ==
+        strings{"cancel_timer{stall}", "cancel_timer{grace}", "record_exit{completed,exit code 0,}",
+                "persist", "spawn_worker"});
+  CHECK_FALSE(d.s.ahead);
+  CHECK_FALSE(d.s.rss_bytes);  // the new worker's memory is not known yet
+}
+
+TEST_CASE("a worker started ahead is dropped when no spawn follows", "[unit][job_machine]") {
+  const auto ahead_at_shard_end = [] {
+    driver d;
+    d.cfg.start_ahead = true;
+    d.run_worker(1000);
+    d.on(ev::rss_sample{400 * mib});
+    d.on(ev::progress{100, true});
+    REQUIRE(d.s.ahead);
+    return d;
+  };
+  SECTION("the worker crashes: backoff") {
+    auto d = ahead_at_shard_end();
+    const auto a = d.on(ev::worker_exited{exit_status::signaled(11), std::nullopt, 5000});
+    CHECK(d.phase() == "backoff");
+    CHECK(std::count(a.begin(), a.end(), "drop_ahead") == 1);
+    CHECK_FALSE(d.s.ahead);
+  }
+  SECTION("a cancel") {
+    auto d = ahead_at_shard_end();
+    d.on(ev::cancel_requested{});
+    const auto a = d.on(ev::worker_exited{exit_status::exited(3), done_msg{100, false}, 5000});
+    CHECK(d.phase() == "cancelled");
+    CHECK(std::count(a.begin(), a.end(), "drop_ahead") == 1);
+  }
+  SECTION("the job's end") {
+    auto d = ahead_at_shard_end();
+    d.on(ev::checkpoint_verified{100});
+    ev::worker_exited last{exit_status::exited(0), done_msg{100, true}, 5000};
+    last.total_steps = 100;
+    const auto a = d.on(last);
+    CHECK(d.phase() == "completed");
+    CHECK(std::count(a.begin(), a.end(), "drop_ahead") == 1);
+  }
+}
+
+TEST_CASE("no start ahead where two workers would not fit or nothing follows",
+          "[unit][job_machine]") {
+  driver d;
+  d.run_worker(1000);
+  d.on(ev::rss_sample{100 * mib});
+  // Off (a worker.command that does not say it can, or worker.preload).
+  CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}"});
+  d.cfg.start_ahead = true;
+  SECTION("twice the worker's memory is over the soft limit (1000 MiB)") {
+    d.on(ev::rss_sample{501 * mib});
+    CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}"});
+    d.on(ev::rss_sample{500 * mib});
+    CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}", "start_ahead"});
+  }
+  SECTION("a limit, and no sample yet") {
+    driver fresh;
+    fresh.cfg.start_ahead = true;
+    fresh.run_worker(1000);
+    CHECK(fresh.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}"});
+  }
+  SECTION("no limit at all: always") {
+    d.cfg.memory.soft_limit_mib.reset();
+    d.cfg.memory.hard_limit_mib.reset();
+    d.on(ev::rss_sample{4000 * mib});
+    CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}", "start_ahead"});
+  }
+  SECTION("the worker is being stopped") {
+    d.on(ev::pause_requested{"by user"});
+    const auto a = d.on(ev::progress{100, true});
+    CHECK(std::count(a.begin(), a.end(), "start_ahead") == 0);
+  }
+  SECTION("the learned step budget goes with it") {
+    d.s.step_budget = 40;
+    d.s.shard_start_step = 70;
+    const auto a = d.on(ev::progress{100, true});
+    CHECK(std::count(a.begin(), a.end(), "start_ahead{40}") == 1);
+  }
 }

@@ -52,6 +52,23 @@ TEST_CASE("worker command line: environment defaults, flags win", "[unit]") {
   CHECK(mixed->options->checkpoint_dir == "/env/ckpt");
 }
 
+TEST_CASE("worker command line: BATON_START_AHEAD", "[unit]") {
+  const auto with = [](const std::string& value) {
+    fake_env e;
+    e.vars = {{"BATON_START_AHEAD", value}};
+    return parse({"--job", "/j", "--checkpoint-dir", "/c"}, e);
+  };
+  auto unset = parse({"--job", "/j", "--checkpoint-dir", "/c"}, fake_env{});
+  REQUIRE(unset);
+  CHECK_FALSE(unset->options->start_ahead);
+  REQUIRE(with("1"));
+  CHECK(with("1")->options->start_ahead);
+  REQUIRE(with("0"));
+  CHECK_FALSE(with("0")->options->start_ahead);
+  REQUIRE_FALSE(with("yes"));
+  CHECK_THAT(with("yes").error().message, Contains("BATON_START_AHEAD: expected 1 or 0"));
+}
+
 TEST_CASE("worker command line: errors name the flag", "[unit]") {
   const auto error_of = [](std::vector<const char*> args, const fake_env& e = {}) {
     auto r = parse(std::move(args), e);
