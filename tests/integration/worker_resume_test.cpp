@@ -218,6 +218,16 @@ std::map<std::string, std::string> final_tensors(const fs::path& dir) {
   return out;
 }
 
+// Every tensor of `got` equals the one-go run's, bit for bit.
+void check_same_tensors(const std::map<std::string, std::string>& got,
+                        const std::map<std::string, std::string>& expected) {
+  REQUIRE(got.size() == expected.size());
+  for (const auto& [name, bytes] : expected) {
+    INFO(name);
+    CHECK(got.at(name) == bytes);
+  }
+}
+
 TEST_CASE("worker shards killed, terminated and stopped anywhere equal one run", "[integration]") {
   const fs::path whole_dir = fresh_dir("whole");
   const auto whole_job = write_job(whole_dir, job_json(R"({"steps": 1000})"));
@@ -292,12 +302,7 @@ TEST_CASE("worker shards killed, terminated and stopped anywhere equal one run",
   CHECK(stops > 0);
   CHECK(kills > 0);
   CHECK(kills + stops + completes >= 7);
-  const auto got = final_tensors(dir / "ckpt");
-  REQUIRE(got.size() == expected.size());
-  for (const auto& [name, bytes] : expected) {
-    INFO(name);
-    CHECK(got.at(name) == bytes);
-  }
+  check_same_tensors(final_tensors(dir / "ckpt"), expected);
   fs::remove_all(dir);
   fs::remove_all(whole_dir);
 }
@@ -352,12 +357,7 @@ TEST_CASE("workers started ahead wait for resume, then train on to the same weig
     complete = last_of<protocol::done_msg>(r)->job_complete;
   }
   REQUIRE(complete);
-  const auto got = final_tensors(dir / "ckpt");
-  REQUIRE(got.size() == expected.size());
-  for (const auto& [name, bytes] : expected) {
-    INFO(name);
-    CHECK(got.at(name) == bytes);
-  }
+  check_same_tensors(final_tensors(dir / "ckpt"), expected);
   fs::remove_all(dir);
   fs::remove_all(whole_dir);
 }
