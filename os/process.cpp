@@ -14,6 +14,7 @@ void process::async_write_line(std::string line, write_handler on_done) {
   impl_->write_line(std::move(line), std::move(on_done));
 }
 void process::close_stdin() { impl_->close_stdin(); }
+void process::read_unpaced() { impl_->read_unpaced(); }
 void process::async_wait(exit_handler on_exit) { impl_->wait(std::move(on_exit)); }
 bool process::exited() const { return impl_->exited(); }
 status process::signal_group(group_signal sig) { return impl_->signal_group(sig); }

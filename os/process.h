@@ -161,6 +161,7 @@ class process {
     virtual void start_reading(line_handler on_line) = 0;
     virtual void write_line(std::string line, write_handler on_done) = 0;
     virtual void close_stdin() = 0;
+    virtual void read_unpaced() = 0;
     virtual void wait(exit_handler on_exit) = 0;
     virtual bool exited() const = 0;
     virtual status signal_group(group_signal sig) = 0;
@@ -184,6 +185,9 @@ class process {
   void async_write_line(std::string line, write_handler on_done);
   // Closes the worker's stdin (it reads end of file).
   void close_stdin();
+  // Ends the pacing of stdout (spawn_options::read_pace) for good: its lines are read as they
+  // come, for a worker whose next lines are wanted at once.
+  void read_unpaced();
   // Calls `on_exit` once, when the worker has exited and been reaped; call once.
   void async_wait(exit_handler on_exit);
   bool exited() const;

@@ -50,6 +50,8 @@ class step {
     s().worker_error.clear();
     s().kill_sent = false;
     s().rss_bytes.reset();
+    s().pace_step.reset();
+    s().unpaced = false;
     emit(act::spawn_worker{s().step_budget});
     s().ahead = false;  // the spawn uses it, or drops it if it does not fit
   }
@@ -98,8 +100,33 @@ class step {
     }
   }
 
-  // At the last step of a shard that more shards follow: the worker saves now, so the next one
-  // can set up meanwhile. Only while nothing else is under way (a stop, a kill), and only where
+  // A progress report on the way to the shard's end, where more shards follow: near it, read
+  // the worker's reports unpaced; at it, start the next worker ahead.
+  void toward_shard_end(const ev::progress& e) {
+    if (!s().pace_step) {
+      s().pace_step = e.step;
+      s().pace_ms = e.now_ms;
+    }
+    if (!e.shard_end_step || !cfg_.start_ahead) return;
+    const auto left = *e.shard_end_step - e.step;
+    if (left <= 0) {
+      maybe_start_ahead();
+      return;
+    }
+    if (s().unpaced) return;
+    const auto steps = e.step - *s().pace_step;
+    const auto ms = e.now_ms - s().pace_ms;
+    if (steps <= 0 || ms < machine_settings::min_pace_window_ms) return;
+    // In doubles: steps times milliseconds can pass 2^63 for a long shard.
+    if (static_cast<double>(left) * static_cast<double>(ms) <=
+        static_cast<double>(cfg_.shard_end_watch_ms) * static_cast<double>(steps)) {
+      s().unpaced = true;
+      emit(act::read_unpaced{});
+    }
+  }
+
+  // At the end of a shard that more shards follow: the worker saves now, so the next one sets
+  // up meanwhile. Only while nothing else is under way (a stop, a kill), and only where
   // two workers fit in the job's memory limit at once, judged by the current worker's newest
   // sample (a fresh worker holds at most what this one does; a leaky one near its limit gets no
   // companion).
@@ -530,7 +557,7 @@ transition_result transition(const job_standing& standing, const job_runtime& ru
               s.stop_detail = "planned stop after " + std::to_string(*s.step_budget) +
                               " steps, learned from a hard-limit kill";
             }
-            if (e.shard_end) t.maybe_start_ahead();
+            t.toward_shard_end(e);
           }
         } else if constexpr (std::is_same_v<E, ev::checkpoint_verified>) {
           if (!t.worker_phase() || !s.worker_alive) return t.ignore();

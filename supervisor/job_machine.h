@@ -80,6 +80,11 @@ struct job_runtime {
   std::optional<std::uint64_t> rss_bytes;
   // A next worker was started ahead (act::start_ahead) and not yet used or dropped.
   bool ahead = false;
+  // The current worker's first progress report, step and clock: the pace its shard's end is
+  // foreseen at (shard_end_watch_ms).
+  std::optional<std::int64_t> pace_step;
+  std::int64_t pace_ms = 0;
+  bool unpaced = false;  // act::read_unpaced sent for the current worker
   friend bool operator==(const job_runtime&, const job_runtime&) = default;
 };
 
@@ -143,9 +148,10 @@ struct hello {
 };
 struct progress {
   std::int64_t step = 0;
-  // The worker reported the last step of its shard (its progress message's shard_end_step) and
-  // the job goes on after it: it saves now, and a next worker will follow.
-  bool shard_end = false;
+  // The step the worker's shard ends at (its progress message's shard_end_step), given only
+  // where the job goes on after it: there the worker saves, and a next worker follows.
+  std::optional<std::int64_t> shard_end_step;
+  std::int64_t now_ms = 0;  // the clock of worker_spawned, when the report was read
 };
 struct checkpoint_verified {
   std::int64_t step = 0;
@@ -255,12 +261,17 @@ struct start_ahead {
 struct drop_ahead {  // kill the worker started ahead: no spawn follows the current worker now
   friend bool operator==(const drop_ahead&, const drop_ahead&) = default;
 };
+// Read the current worker's reports as they come, no longer in paced batches: its shard's end
+// is near, and the report of its last step starts the next worker ahead (start_ahead).
+struct read_unpaced {
+  friend bool operator==(const read_unpaced&, const read_unpaced&) = default;
+};
 }  // namespace act
 
-using action =
-    std::variant<act::spawn_worker, act::send_stop, act::kill_group, act::start_timer,
-                 act::cancel_timer, act::record_exit, act::close_interrupted_shard, act::log_event,
-                 act::request_slot, act::persist, act::start_ahead, act::drop_ahead>;
+using action = std::variant<act::spawn_worker, act::send_stop, act::kill_group, act::start_timer,
+                            act::cancel_timer, act::record_exit, act::close_interrupted_shard,
+                            act::log_event, act::request_slot, act::persist, act::start_ahead,
+                            act::drop_ahead, act::read_unpaced>;
 
 struct machine_settings {
   protocol::memory_spec memory;
@@ -270,6 +281,16 @@ struct machine_settings {
   std::int64_t min_restart_interval_ms = 1000;
   // Whether the job's next worker is started ahead (worker.start_ahead, BATON_START_AHEAD).
   bool start_ahead = false;
+  // How long before the current worker's last step its reports are read unpaced
+  // (act::read_unpaced), so that the report of that step, which starts the next worker ahead,
+  // is read at once. Read in paced batches, it can be a read pace late, and the save it should
+  // overlap is over by then: the next worker's set-up then decides the switch. The worker's own
+  // report interval (100 ms for the built-in trainer) with room to spare; the runner adds its
+  // read pace. Not earlier: a set-up that overlaps training takes a core from it.
+  std::int64_t shard_end_watch_ms = 200;
+  // The shortest stretch of reports a pace is read from: shorter ones mostly measure how the
+  // runner batches its reads.
+  static constexpr std::int64_t min_pace_window_ms = 200;
 
   static machine_settings from(const protocol::job_spec& spec);
 };

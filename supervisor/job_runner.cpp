@@ -283,6 +283,8 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
         drain_timer(io_),
         log(files_, store_.log_path(record.id), options.log) {
     worker_group = record.id;
+    // Reports reach the machine up to one read pace late.
+    settings.shard_end_watch_ms += current_read_pace().count();
   }
 
   asio::io_context& io;
@@ -498,6 +500,9 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
   void apply_one(const act::start_ahead& x) { start_ahead(x.max_steps); }
 
   void apply_one(const act::drop_ahead&) { drop_ahead("no worker follows this one now"); }
+  void apply_one(const act::read_unpaced&) {
+    if (worker) worker->read_unpaced();
+  }
 
   void apply_one(const act::start_timer& t) {
     const auto k = static_cast<std::size_t>(t.kind);
@@ -722,6 +727,13 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     return shard;
   }
 
+  // Never slower than the RSS samples: a sample pairs the RSS with the step last read, and
+  // several samples on one stale step would bend the leak fit into a staircase.
+  std::chrono::milliseconds current_read_pace() const {
+    return std::min(options.read_pace,
+                    std::chrono::milliseconds(std::max<std::int64_t>(1, spec.memory.poll_ms)));
+  }
+
   // What the next worker is started with: its invocation, the login's environment under the
   // job's own, its stderr through us.
   os::spawn_options shard_options(std::optional<std::int64_t> max_steps) {
@@ -732,11 +744,7 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     o.env.insert(o.env.end(), inv.env.begin(), inv.env.end());
     o.working_dir = inv.working_dir;
     o.memory_backstop_bytes = inv.memory_backstop_bytes;
-    // Never slower than the RSS samples: a sample pairs the RSS with the step last read, and
-    // several samples on one stale step would bend the leak fit into a staircase.
-    o.read_pace =
-        std::min(options.read_pace,
-                 std::chrono::milliseconds(std::max<std::int64_t>(1, spec.memory.poll_ms)));
+    o.read_pace = current_read_pace();
     o.group = worker_group;  // the job's cgroup: nothing the worker starts can leave it
     o.credentials = options.run_as;
     return o;
@@ -1026,10 +1034,12 @@ struct job_runner::impl : std::enable_shared_from_this<impl> {
     if (options.history) {
       noted(options.history->add_progress(unix_ms_now(), m.step, m.epoch, m.loss, m.metrics));
     }
-    // The shard's last step, with more to come: the worker saves next.
-    const bool shard_end = m.shard_end_step && m.step >= *m.shard_end_step &&
-                           (record.total_steps <= 0 || *m.shard_end_step < record.total_steps);
-    post_event(ev::progress{m.step, shard_end});
+    // The shard's end, if more is to come: the worker saves there (see ev::progress).
+    std::optional<std::int64_t> shard_end;
+    if (m.shard_end_step && (record.total_steps <= 0 || *m.shard_end_step < record.total_steps)) {
+      shard_end = m.shard_end_step;
+    }
+    post_event(ev::progress{m.step, shard_end, mono_ms()});
   }
 
   void on_message(const protocol::checkpoint_msg& m) {

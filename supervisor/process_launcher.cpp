@@ -22,6 +22,7 @@ class os_worker final : public worker_process {
     p_->async_write_line(std::move(line), std::move(on_done));
   }
   void async_wait(os::exit_handler on_exit) override { p_->async_wait(std::move(on_exit)); }
+  void read_unpaced() override { p_->read_unpaced(); }
   result<std::uint64_t> rss_bytes() const override { return p_->rss_bytes(); }
 
   status kill_tree() override {

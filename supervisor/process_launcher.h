@@ -26,6 +26,8 @@ class worker_process {
   // As os::process: see os::line_handler for the calls it makes. Call once.
   virtual void async_read_lines(os::line_handler on_line) = 0;
   virtual void async_write_line(std::string line, os::write_handler on_done) = 0;
+  // As os::process::read_unpaced.
+  virtual void read_unpaced() = 0;
   // Calls `on_exit` once, when the worker has exited. Call once.
   virtual void async_wait(os::exit_handler on_exit) = 0;
   // Resident memory of the worker and all its descendants, in bytes.

@@ -179,6 +179,9 @@ dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch
   if (fill == storage_fill::zeroed) {
     kernel_.setZero();
     bias_.setZero();
+  } else if (fill == storage_fill::faulted_in) {
+    fault_in(kernel_.data(), static_cast<std::size_t>(kernel_.size()));
+    fault_in(bias_.data(), static_cast<std::size_t>(bias_.size()));
   }
 }
 

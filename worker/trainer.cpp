@@ -238,7 +238,9 @@ result<std::unique_ptr<trainer>> trainer::create(const protocol::job_spec& spec,
   }
   // A resume writes every weight and moment in restore(): nothing to zero before that.
   const storage_fill fill = init == initial_weights::left_for_restore ? storage_fill::uninitialised
-                                                                      : storage_fill::zeroed;
+                            : init == initial_weights::faulted_in_for_restore
+                                ? storage_fill::faulted_in
+                                : storage_fill::zeroed;
   const bool for_restore = init != initial_weights::from_spec;
   auto m = model<float>::create(*spec.model, data.x.cols(), spec.training->loss,
                                 spec.training->batch_size, fill);

@@ -64,8 +64,9 @@ enum class initial_weights {
   // None: weights and optimizer state are allocated uninitialised, and the trainer refuses to
   // step or snapshot (std::logic_error) until a restore() has written every one of them.
   left_for_restore,
-  // As left_for_restore, but with the storage zeroed, so every page is faulted in: for a worker
-  // started ahead, which has the time while the previous worker saves and none once it resumes.
+  // As left_for_restore, but with every page of the storage faulted in (storage_fill::faulted_in):
+  // for a worker started ahead, which has the time while the previous worker saves and none once
+  // it resumes.
   faulted_in_for_restore,
 };
 

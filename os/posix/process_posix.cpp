@@ -426,6 +426,7 @@ class posix_process final : public process::impl,
   }
 
   void close_stdin() override { pipes_.close_stdin(); }
+  void read_unpaced() override { pipes_.read_now(shared_from_this()); }
 
   void wait(exit_handler on_exit) override {
     on_exit_ = std::move(on_exit);

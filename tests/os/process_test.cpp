@@ -639,6 +639,53 @@ TEST_CASE("paced reading: a worker's last lines, stderr and end come at its exit
   CHECK(err == "err tail");
 }
 
+TEST_CASE("paced reading: read_unpaced reads a live worker's lines as they come",
+          "[integration][process]") {
+  boost::asio::io_context io;
+  baton::os::spawn_options opt;
+  // Echoes each stdin line: the test chooses when a line is written. Each line in one write: a
+  // line split across two reads would wait for the tick between them (print() on an unbuffered
+  // stdout, PYTHONUNBUFFERED, writes the text and its newline apart).
+  opt.argv = {"/usr/bin/python3", "-c",
+              "import os, sys\nos.write(1, b'first\\n')\n"
+              "for l in sys.stdin: os.write(1, l.encode())\n"};
+  opt.read_pace = std::chrono::hours(1);  // a tick that never comes within the test
+  auto started = baton::os::spawn(io, opt);
+  REQUIRE(started);
+  auto& p = **started;
+  observed o;
+  watch(p, o);
+  const bool first = run_until(io, [&] { return !o.lines.empty() || o.read_done; });
+  INFO("read_done " << o.read_done << ", exit_done " << o.exit_done << ": "
+                    << o.status.describe());
+  REQUIRE(first);
+  REQUIRE(o.lines == std::vector<std::string>{"first"});
+  const auto say = [&](const std::string& line) {
+    bool written = false;
+    p.async_write_line(line, [&](const boost::system::error_code& ec) {
+      REQUIRE_FALSE(ec);
+      written = true;
+    });
+    REQUIRE(run_until(io, [&] { return written; }));
+  };
+  // Paced: the echo waits in the pipe for the tick.
+  say("second");
+  run_until(
+      io, [] { return false; }, 500ms);
+  CHECK(o.lines == std::vector<std::string>{"first"});
+  // Unpaced: the parked line at once, and every later one as it comes.
+  p.read_unpaced();
+  CHECK(run_until(
+      io, [&] { return o.lines.size() == 2; }, 5s));
+  say("third");
+  CHECK(run_until(
+      io, [&] { return o.lines.size() == 3; }, 5s));
+  CHECK(o.lines == std::vector<std::string>{"first", "second", "third"});
+  CHECK_FALSE(o.exit_done);
+  p.close_stdin();
+  REQUIRE(run_until(io, [&] { return o.exit_done; }));
+}
+
 // Ids no account uses (no passwd entry needed: the kernel takes any number).
 constexpr std::uint32_t test_uid = 61234;
 constexpr std::uint32_t test_gid = 61235;

@@ -52,6 +52,7 @@ inline std::string describe(const action& a) {
           if (x.max_steps) o << "{" << *x.max_steps << "}";
         }
         if constexpr (std::is_same_v<A, act::drop_ahead>) o << "drop_ahead";
+        if constexpr (std::is_same_v<A, act::read_unpaced>) o << "read_unpaced";
       },
       a);
   return o.str();

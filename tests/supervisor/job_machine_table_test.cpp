@@ -130,7 +130,7 @@ const std::map<std::string, event>& events() {
       {"spawned", ev::worker_spawned{5000}},
       {"spawn_failed", ev::spawn_failed{"not found", 5000}},
       {"hello", ev::hello{}},
-      {"progress", ev::progress{30}},
+      {"progress", ev::progress{30, {}, 0}},
       {"checkpoint", ev::checkpoint_verified{40}},
       {"rejected", ev::checkpoint_rejected{"digest"}},
       {"violation", ev::protocol_violation{"version 9"}},
@@ -521,7 +521,7 @@ TEST_CASE("cancel asks the worker to stop and kills it only after stop_grace_ms"
   };
   m.on(ev::cancel_requested{});
   CHECK(actions() == std::vector<std::string>{"send_stop", "start_timer{grace,30000}"});
-  m.on(ev::progress{21});  // still stepping while it saves: no kill yet
+  m.on(ev::progress{21, {}, 0});  // still stepping while it saves: no kill yet
   CHECK(actions().empty());
   m.on(ev::grace_elapsed{});
   CHECK(actions() == std::vector<std::string>{"kill_group"});

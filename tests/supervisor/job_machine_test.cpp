@@ -61,7 +61,7 @@ TEST_CASE("start, hello, progress and checkpoints", "[unit][job_machine]") {
   CHECK(d.s.worker_alive);
   CHECK(d.on(ev::hello{}) == strings{"start_timer{stall,120000}"});
   CHECK(d.phase() == "running");
-  CHECK(d.on(ev::progress{10}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::progress{10, {}, 0}) == strings{"start_timer{stall,120000}"});
   CHECK(d.s.progress_step == 10);
   CHECK(d.on(ev::checkpoint_verified{100}) == strings{"start_timer{stall,120000}", "persist"});
   CHECK(d.job.checkpoint_step == 100);
@@ -254,14 +254,14 @@ TEST_CASE("memory recycles between crashes do not count as failures", "[unit][jo
   CHECK(d.job.consecutive_failures == 1);
   // One hard kill (work lost, not a crash), then soft recycles that checkpoint and stop.
   d.run_worker(20000);
-  d.on(ev::progress{1});
+  d.on(ev::progress{1, {}, 0});
   d.on(ev::rss_sample{2000 * mib});
   d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 25000});
   CHECK(d.job.consecutive_failures == 1);
   CHECK(d.phase() == "starting");
   for (int i = 1; i < 5; ++i) {
     d.run_worker(20000 + i * 10000);
-    d.on(ev::progress{i});
+    d.on(ev::progress{i, {}, 0});
     d.on(ev::rss_sample{1200 * mib});
     d.on(ev::checkpoint_verified{i});
     d.on(ev::worker_exited{exit_status::exited(3), done_msg{i, false}, 25000 + i * 10000});
@@ -604,9 +604,9 @@ TEST_CASE("a pause during a soft-limit stop lands in paused", "[unit][job_machin
 
 TEST_CASE("events that mean nothing in a state are ignored", "[unit][job_machine]") {
   driver d;
-  for (const event& e :
-       std::vector<event>{ev::hello{}, ev::progress{1}, ev::stall_timeout{}, ev::grace_elapsed{},
-                          ev::restart_due{}, ev::rss_sample{1 << 30}, ev::resume_requested{}}) {
+  for (const event& e : std::vector<event>{ev::hello{}, ev::progress{1, {}, 0}, ev::stall_timeout{},
+                                           ev::grace_elapsed{}, ev::restart_due{},
+                                           ev::rss_sample{1 << 30}, ev::resume_requested{}}) {
     CHECK(d.on(e).empty());
     CHECK(d.last.ignored);
     CHECK(d.phase() == "queued");
@@ -631,15 +631,15 @@ TEST_CASE("a hard kill teaches the next workers to stop before the limit", "[uni
   d.on(ev::checkpoint_verified{100});
   d.on(ev::worker_exited{exit_status::exited(0), baton::protocol::done_msg{100, false}, 2000});
   d.run_worker(3000);  // resumes at 100; RSS grows from the start of each process
-  for (std::int64_t step = 101; step <= 180; ++step) d.on(ev::progress{step});
+  for (std::int64_t step = 101; step <= 180; ++step) d.on(ev::progress{step, {}, 0});
   d.on(ev::rss_sample{1600 * mib});
   d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 5000});
   REQUIRE(d.s.step_budget == 60);  // 3/4 of the 80 steps the killed worker got through
   d.run_worker(7000);              // the kill lost steps 101-180: resume at 100 again
   CHECK(d.s.shard_start_step == 100);
   for (std::int64_t step = 101; step < 160; ++step)
-    CHECK(d.on(ev::progress{step}) == strings{"start_timer{stall,120000}"});
-  CHECK(d.on(ev::progress{160}) ==
+    CHECK(d.on(ev::progress{step, {}, 0}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::progress{160, {}, 0}) ==
         strings{"start_timer{stall,120000}", "send_stop", "start_timer{grace,30000}"});
   CHECK(d.phase() == "stopping");
   d.on(ev::checkpoint_verified{160});
@@ -757,11 +757,11 @@ TEST_CASE("the next worker starts ahead at a shard's end and takes over", "[unit
   d.run_worker(1000);
   d.on(ev::rss_sample{400 * mib});
   // Not yet at the shard's end: nothing.
-  CHECK(d.on(ev::progress{50}) == strings{"start_timer{stall,120000}"});
-  CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}", "start_ahead"});
+  CHECK(d.on(ev::progress{50, {}, 0}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::progress{100, 100, 0}) == strings{"start_timer{stall,120000}", "start_ahead"});
   CHECK(d.s.ahead);
   // Once per worker: a second report of the end asks for nothing more.
-  CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::progress{100, 100, 0}) == strings{"start_timer{stall,120000}"});
   d.on(ev::checkpoint_verified{100});
   // The shard's clean end spawns at once: the runner uses the worker started ahead.
   CHECK(d.on(ev::worker_exited{exit_status::exited(0), done_msg{100, false}, 5000}) ==
@@ -771,13 +771,65 @@ TEST_CASE("the next worker starts ahead at a shard's end and takes over", "[unit
   CHECK_FALSE(d.s.rss_bytes);  // the new worker's memory is not known yet
 }
 
+TEST_CASE("near the shard's end the worker's reports are read unpaced, at the end it starts ahead",
+          "[unit][job_machine]") {
+  driver d;
+  d.cfg.start_ahead = true;
+  d.cfg.shard_end_watch_ms = 300;
+  d.run_worker(1000);
+  d.on(ev::rss_sample{400 * mib});
+  const auto report = [&](std::int64_t step, std::int64_t now_ms) {
+    return d.on(ev::progress{step, 1000, now_ms});
+  };
+  const strings stall{"start_timer{stall,120000}"};
+  const strings unpaced{"start_timer{stall,120000}", "read_unpaced"};
+  const strings ahead{"start_timer{stall,120000}", "start_ahead"};
+  SECTION("one step a millisecond: unpaced 300 steps before the end") {
+    CHECK(report(0, 10000) == stall);  // the first report: no pace yet
+    CHECK(report(500, 10500) == stall);
+    CHECK(report(699, 10699) == stall);  // 301 ms to go
+    CHECK(report(700, 10700) == unpaced);
+    CHECK(d.s.unpaced);
+    CHECK(report(800, 10800) == stall);  // once per worker
+    CHECK(report(1000, 11000) == ahead);
+  }
+  SECTION("reports read in one batch give no pace") {
+    CHECK(report(0, 10000) == stall);
+    // 900 steps in 100 ms would leave 11 ms, but 100 ms of reports is mostly read batching.
+    CHECK(report(900, 10100) == stall);
+    CHECK(report(950, 10250) == unpaced);  // 50 steps at 950 per 250 ms
+  }
+  SECTION("a pace of its own for every worker") {
+    CHECK(report(0, 10000) == stall);
+    CHECK(report(100, 20000) == stall);  // slow: 100 steps in 10 s
+    d.on(ev::worker_exited{exit_status::signaled(9), std::nullopt, 21000});
+    d.run_worker(30000);
+    d.on(ev::rss_sample{400 * mib});
+    CHECK_FALSE(d.s.pace_step);
+    CHECK_FALSE(d.s.unpaced);
+    CHECK(report(100, 31000) == stall);
+    CHECK(report(900, 31250) == unpaced);  // fast now: 100 steps left take 31 ms
+  }
+  SECTION("the last shard has no end to start ahead for") {
+    CHECK(d.on(ev::progress{0, std::nullopt, 10000}) == stall);
+    CHECK(d.on(ev::progress{900, std::nullopt, 10900}) == stall);
+    CHECK(d.on(ev::progress{1000, std::nullopt, 11000}) == stall);
+  }
+  SECTION("nor a job that does not start ahead") {
+    d.cfg.start_ahead = false;
+    CHECK(report(0, 10000) == stall);
+    CHECK(report(900, 10900) == stall);
+    CHECK(report(1000, 11000) == stall);
+  }
+}
+
 TEST_CASE("a worker started ahead is dropped when no spawn follows", "[unit][job_machine]") {
   const auto ahead_at_shard_end = [] {
     driver d;
     d.cfg.start_ahead = true;
     d.run_worker(1000);
     d.on(ev::rss_sample{400 * mib});
-    d.on(ev::progress{100, true});
+    d.on(ev::progress{100, 100, 0});
     REQUIRE(d.s.ahead);
     return d;
   };
@@ -812,35 +864,35 @@ TEST_CASE("no start ahead where two workers would not fit or nothing follows",
   d.run_worker(1000);
   d.on(ev::rss_sample{100 * mib});
   // Off (a worker.command that does not say it can, or worker.preload).
-  CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}"});
+  CHECK(d.on(ev::progress{100, 100, 0}) == strings{"start_timer{stall,120000}"});
   d.cfg.start_ahead = true;
   SECTION("twice the worker's memory is over the soft limit (1000 MiB)") {
     d.on(ev::rss_sample{501 * mib});
-    CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}"});
+    CHECK(d.on(ev::progress{100, 100, 0}) == strings{"start_timer{stall,120000}"});
     d.on(ev::rss_sample{500 * mib});
-    CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}", "start_ahead"});
+    CHECK(d.on(ev::progress{100, 100, 0}) == strings{"start_timer{stall,120000}", "start_ahead"});
   }
   SECTION("a limit, and no sample yet") {
     driver fresh;
     fresh.cfg.start_ahead = true;
     fresh.run_worker(1000);
-    CHECK(fresh.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}"});
+    CHECK(fresh.on(ev::progress{100, 100, 0}) == strings{"start_timer{stall,120000}"});
   }
   SECTION("no limit at all: always") {
     d.cfg.memory.soft_limit_mib.reset();
     d.cfg.memory.hard_limit_mib.reset();
     d.on(ev::rss_sample{4000 * mib});
-    CHECK(d.on(ev::progress{100, true}) == strings{"start_timer{stall,120000}", "start_ahead"});
+    CHECK(d.on(ev::progress{100, 100, 0}) == strings{"start_timer{stall,120000}", "start_ahead"});
   }
   SECTION("the worker is being stopped") {
     d.on(ev::pause_requested{"by user"});
-    const auto a = d.on(ev::progress{100, true});
+    const auto a = d.on(ev::progress{100, 100, 0});
     CHECK(std::count(a.begin(), a.end(), "start_ahead") == 0);
   }
   SECTION("the learned step budget goes with it") {
     d.s.step_budget = 40;
     d.s.shard_start_step = 70;
-    const auto a = d.on(ev::progress{100, true});
+    const auto a = d.on(ev::progress{100, 100, 0});
     CHECK(std::count(a.begin(), a.end(), "start_ahead{40}") == 1);
   }
 }

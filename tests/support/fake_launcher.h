@@ -79,6 +79,7 @@ class fake_process : public std::enable_shared_from_this<fake_process> {
   }
   // Called on each line written to its stdin (the script's way to obey a stop).
   std::function<void(const std::string&)> on_stdin;
+  int unpaced_requests = 0;  // worker_process::read_unpaced calls
   boost::asio::steady_timer& timer() { return timer_; }
   boost::asio::io_context& io() { return io_; }
 
@@ -182,6 +183,8 @@ class fake_worker_handle final : public supervisor::worker_process {
     p_->write(std::move(line), std::move(on_done));
   }
   void async_wait(os::exit_handler on_exit) override { p_->set_exit_handler(std::move(on_exit)); }
+  // A fake's lines are never paced: counted, so tests see that the runner asked.
+  void read_unpaced() override { ++p_->unpaced_requests; }
   result<std::uint64_t> rss_bytes() const override { return p_->rss(); }
   status kill_tree() override {
     if (!p_->exited()) p_->kill();
