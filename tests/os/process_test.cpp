@@ -107,6 +107,16 @@ std::unique_ptr<baton::os::process> python(boost::asio::io_context& io, const st
   return start(io, {"python3", "-c", code});
 }
 
+// Spawns `o` with its stdout paced on a tick that never comes within a test, and watches it.
+std::unique_ptr<baton::os::process> start_paced(boost::asio::io_context& io,
+                                                baton::os::spawn_options o, observed& seen) {
+  o.read_pace = std::chrono::hours(1);
+  auto p = baton::os::spawn(io, o);
+  REQUIRE(p);
+  watch(**p, seen);
+  return std::move(*p);
+}
+
 fs::path scratch_dir(const std::string& name) {
   return baton::test::fresh_scratch_dir("baton-process-test-" + name);
 }
@@ -621,18 +631,14 @@ TEST_CASE("paced reading: a worker's last lines, stderr and end come at its exit
   opt.argv = {"python3", "-c",
               "import sys, time\nprint('first', flush=True)\ntime.sleep(0.3)\n"
               "print('second'); print('third', flush=True)\nsys.stderr.write('err tail')\n"};
-  opt.read_pace = std::chrono::hours(1);  // a tick that never comes within the test
   std::string err;
   bool err_done = false;
   opt.on_stderr = [&](const boost::system::error_code& ec, std::string_view data) {
     if (ec) err_done = true;
     err += data;
   };
-  auto started = baton::os::spawn(io, opt);
-  REQUIRE(started);
-  auto& p = **started;
   observed o;
-  watch(p, o);
+  const auto started = start_paced(io, opt, o);
   REQUIRE(run_until(io, [&] { return o.read_done && o.exit_done && err_done; }));
   CHECK(o.lines == std::vector<std::string>{"first", "second", "third"});
   CHECK(o.read_end == boost::asio::error::eof);
@@ -649,12 +655,9 @@ TEST_CASE("paced reading: read_unpaced reads a live worker's lines as they come"
   opt.argv = {"/usr/bin/python3", "-c",
               "import os, sys\nos.write(1, b'first\\n')\n"
               "for l in sys.stdin: os.write(1, l.encode())\n"};
-  opt.read_pace = std::chrono::hours(1);  // a tick that never comes within the test
-  auto started = baton::os::spawn(io, opt);
-  REQUIRE(started);
-  auto& p = **started;
   observed o;
-  watch(p, o);
+  const auto started = start_paced(io, opt, o);
+  auto& p = *started;
   const bool first = run_until(io, [&] { return !o.lines.empty() || o.read_done; });
   INFO("read_done " << o.read_done << ", exit_done " << o.exit_done << ": "
                     << o.status.describe());
