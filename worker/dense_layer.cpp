@@ -176,13 +176,8 @@ dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch
                                                      : row_matrix<S>()) {
   // Before the first write: the kernel is the one large buffer (see make_storage).
   os::advise_huge_pages(kernel_.data(), static_cast<std::size_t>(kernel_.size()) * sizeof(S));
-  if (fill == storage_fill::zeroed) {
-    kernel_.setZero();
-    bias_.setZero();
-  } else if (fill == storage_fill::faulted_in) {
-    fault_in(kernel_.data(), static_cast<std::size_t>(kernel_.size()));
-    fault_in(bias_.data(), static_cast<std::size_t>(bias_.size()));
-  }
+  apply_fill(kernel_.data(), static_cast<std::size_t>(kernel_.size()), fill);
+  apply_fill(bias_.data(), static_cast<std::size_t>(bias_.size()), fill);
 }
 
 template <class S>

@@ -34,9 +34,17 @@ enum class storage_fill { zeroed, uninitialised, faulted_in };
 // other elements as they were.
 template <class S>
 void fault_in(S* p, std::size_t n) {
-  constexpr std::size_t stride = 4096 / sizeof(S) > 0 ? 4096 / sizeof(S) : 1;
+  constexpr std::size_t stride = std::max<std::size_t>(1, 4096 / sizeof(S));
   for (std::size_t i = 0; i < n; i += stride) p[i] = S(0);
   if (n > 0) p[n - 1] = S(0);
+}
+
+// Gives [p, p + n), just allocated, the start `fill` says: the one place every kind of storage
+// (make_storage's arrays, a layer's Eigen matrices) is filled.
+template <class S>
+void apply_fill(S* p, std::size_t n, storage_fill fill) {
+  if (fill == storage_fill::zeroed) std::fill(p, p + n, S(0));
+  if (fill == storage_fill::faulted_in) fault_in(p, n);
 }
 
 // An array of n elements, zeroed or not as `fill` says. Uninitialised, a large array is only
@@ -47,8 +55,7 @@ template <class S>
 std::unique_ptr<S[]> make_storage(std::size_t n, storage_fill fill) {
   auto p = std::make_unique_for_overwrite<S[]>(n);
   os::advise_huge_pages(p.get(), n * sizeof(S));
-  if (fill == storage_fill::zeroed) std::fill(p.get(), p.get() + n, S(0));
-  if (fill == storage_fill::faulted_in) fault_in(p.get(), n);
+  apply_fill(p.get(), n, fill);
   return p;
 }
 
