@@ -174,10 +174,8 @@ dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch
       out_grad_(row_matrix<S>::Zero(max_batch, units)),
       grad_t_(input_grad == input_gradient::computed ? row_matrix<S>::Zero(units, padded_batch_)
                                                      : row_matrix<S>()) {
-  // Before the first write: the kernel is the one large buffer (see make_storage).
-  os::advise_huge_pages(kernel_.data(), static_cast<std::size_t>(kernel_.size()) * sizeof(S));
-  apply_fill(kernel_.data(), static_cast<std::size_t>(kernel_.size()), fill);
-  apply_fill(bias_.data(), static_cast<std::size_t>(bias_.size()), fill);
+  prepare_storage(kernel_.data(), static_cast<std::size_t>(kernel_.size()), fill);
+  prepare_storage(bias_.data(), static_cast<std::size_t>(bias_.size()), fill);
 }
 
 template <class S>

@@ -39,12 +39,23 @@ void fault_in(S* p, std::size_t n) {
   if (n > 0) p[n - 1] = S(0);
 }
 
-// Gives [p, p + n), just allocated, the start `fill` says: the one place every kind of storage
-// (make_storage's arrays, a layer's Eigen matrices) is filled.
+// Readies [p, p + n), just allocated and not yet written, as `fill` says: huge pages advised
+// first (a large buffer then faults in 2 MiB at a time, whoever writes it first; a small one is
+// left alone), then zeroed, faulted in, or left as it is. The one place every kind of storage
+// (make_storage's arrays, a layer's Eigen matrices) is readied.
 template <class S>
-void apply_fill(S* p, std::size_t n, storage_fill fill) {
-  if (fill == storage_fill::zeroed) std::fill(p, p + n, S(0));
-  if (fill == storage_fill::faulted_in) fault_in(p, n);
+void prepare_storage(S* p, std::size_t n, storage_fill fill) {
+  os::advise_huge_pages(p, n * sizeof(S));
+  switch (fill) {
+    case storage_fill::zeroed:
+      std::fill(p, p + n, S(0));
+      break;
+    case storage_fill::faulted_in:
+      fault_in(p, n);
+      break;
+    case storage_fill::uninitialised:
+      break;
+  }
 }
 
 // An array of n elements, zeroed or not as `fill` says. Uninitialised, a large array is only
@@ -54,8 +65,7 @@ void apply_fill(S* p, std::size_t n, storage_fill fill) {
 template <class S>
 std::unique_ptr<S[]> make_storage(std::size_t n, storage_fill fill) {
   auto p = std::make_unique_for_overwrite<S[]>(n);
-  os::advise_huge_pages(p.get(), n * sizeof(S));
-  apply_fill(p.get(), n, fill);
+  prepare_storage(p.get(), n, fill);
   return p;
 }
 
