@@ -129,10 +129,11 @@ TEST_CASE("serve, submit, list, status, logs, wait, cancel round trip", "[integr
   CHECK(json::parse(list_json.out).at("jobs").size() == 2);
   CHECK(json::parse(list_json.out).at("schema_version") == 1);
 
-  // A worker takes longer than 0.2 s to start: the wait gives up, with its own exit code.
-  auto short_wait = run_baton({"wait", id, "--socket", sock, "--timeout", "0.2"}, err);
+  // The long job cannot end within 0.2 s on any machine, so the wait gives up with its own exit
+  // code. (rt-1, 24 steps in 3 shards, can finish in that time on a fast one.)
+  auto short_wait = run_baton({"wait", "rt-2", "--socket", sock, "--timeout", "0.2"}, err);
   CHECK(short_wait.code == baton::supervisor::exit_timeout);
-  CHECK_THAT(read_text(err), Catch::Contains("did not finish within 0.2 s"));
+  CHECK_THAT(read_text(err), Catch::Contains("job rt-2 did not finish within 0.2 s"));
 
   auto wait = run_baton({"wait", id, "--socket", sock}, err);
   INFO(d.log());
