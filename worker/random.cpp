@@ -3,6 +3,9 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "worker/parallel.h"
 
 // Normals promise the same bits everywhere, so a*b+c must not be fused into one FMA on some
 // targets and rounded twice on others (GCC contracts even in ISO mode).
@@ -68,6 +71,48 @@ double rng::normal() {
   spare_normal_ = v * f;
   has_spare_ = true;
   return u * f;
+}
+
+void rng::normals(std::span<double> out) {
+  std::size_t i = 0;
+  if (i < out.size() && has_spare_) {
+    has_spare_ = false;
+    out[i++] = spare_normal_;
+  }
+  const std::size_t pairs = (out.size() - i + 1) / 2;
+  if (pairs == 0) return;
+  // The accepted (u, v, s) of each pair in draw order: exactly the rejection loop of normal().
+  std::vector<std::array<double, 3>> accepted(pairs);
+  for (auto& a : accepted) {
+    double u = 0, v = 0, s = 0;
+    do {
+      u = 2.0 * uniform() - 1.0;
+      v = 2.0 * uniform() - 1.0;
+      s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    a = {u, v, s};
+  }
+  // An odd count ends on the first of a pair, whose second becomes the spare, as in normal().
+  const bool last_half = (out.size() - i) % 2 == 1;
+  double* const dst = out.data() + i;
+  // ~40 flops a pair (the log's series and a division, the square root).
+  parallel_for(static_cast<std::int64_t>(pairs), 40, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k) {
+      const auto& [u, v, s] = accepted[static_cast<std::size_t>(k)];
+      const double f = std::sqrt(-2.0 * portable_log(s) / s);
+      dst[2 * k] = u * f;
+      if (!last_half || static_cast<std::size_t>(k) + 1 < pairs) dst[2 * k + 1] = v * f;
+    }
+  });
+  // normal() leaves the last pair's second in spare_normal_ even once it is used, and state()
+  // saves that word: it is kept alike so that the two leave the very same state.
+  if (last_half) {
+    const auto& [u, v, s] = accepted.back();
+    spare_normal_ = v * std::sqrt(-2.0 * portable_log(s) / s);
+    has_spare_ = true;
+  } else {
+    spare_normal_ = dst[2 * pairs - 1];
+  }
 }
 
 rng::state_words rng::state() const {

@@ -9,10 +9,13 @@
 
 #include "os/self_memory.h"
 #include "support/skip.h"
+#include "worker/parallel.h"
 
 using baton::worker::fault_in;
 using baton::worker::make_storage;
+using baton::worker::set_thread_count;
 using baton::worker::storage_fill;
+using baton::worker::thread_count;
 
 namespace {
 
@@ -41,9 +44,15 @@ TEST_CASE("faulted-in storage is resident without being written whole, uninitial
 #ifdef _WIN32
   BATON_SKIP("a fresh allocation's residency is Linux's (wine's heap may commit it at once)");
 #endif
-  CHECK(resident_growth_mib(storage_fill::uninitialised) < 8.0);
-  CHECK(resident_growth_mib(storage_fill::faulted_in) > 56.0);
-  CHECK(resident_growth_mib(storage_fill::zeroed) > 56.0);
+  const int before = thread_count();
+  for (int threads : {1, 2}) {  // a large fault-in is shared across the team
+    CAPTURE(threads);
+    set_thread_count(threads);
+    CHECK(resident_growth_mib(storage_fill::uninitialised) < 8.0);
+    CHECK(resident_growth_mib(storage_fill::faulted_in) > 56.0);
+    CHECK(resident_growth_mib(storage_fill::zeroed) > 56.0);
+  }
+  set_thread_count(before);
 }
 
 TEST_CASE("fault_in writes one element a page, and the last", "[unit]") {
@@ -57,4 +66,24 @@ TEST_CASE("fault_in writes one element a page, and the last", "[unit]") {
   }
   CHECK(written == 5);
   fault_in(v.data(), 0);  // nothing to touch
+}
+
+TEST_CASE("fault_in of a buffer shared across threads writes the same elements", "[unit]") {
+  // 4 MiB and more is split across the team: each thread's part must still start on a page.
+  const int before = thread_count();
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    set_thread_count(threads);
+    std::vector<double> v((std::size_t{4} << 20) / sizeof(double) * 3 / 2 + 13, 5.0);
+    fault_in(v.data(), v.size());
+    std::size_t wrong = 0, written = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const bool expected = i % 512 == 0 || i == v.size() - 1;
+      wrong += (v[i] == 0.0) != expected ? 1 : 0;
+      written += v[i] == 0.0 ? 1 : 0;
+    }
+    CHECK(wrong == 0);
+    CHECK(written == (v.size() + 511) / 512 + 1);
+  }
+  set_thread_count(before);
 }

@@ -2,13 +2,24 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <vector>
 
+#include "worker/parallel.h"
+
 using baton::worker::rng;
 using baton::worker::splitmix64;
+
+namespace {
+
+bool same_bits(double a, double b) {
+  return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+}  // namespace
 
 TEST_CASE("splitmix64 matches the published reference output", "[unit]") {
   // First outputs of Vigna's splitmix64.c for state 0.
@@ -127,4 +138,31 @@ TEST_CASE("below is in range and unbiased, shuffle_indices is a permutation", "[
   for (std::size_t i = 0; i < sorted.size(); ++i)
     REQUIRE(sorted[i] == static_cast<std::int64_t>(i));
   CHECK(big != sorted);
+}
+
+TEST_CASE("normals draws normal()'s stream bit for bit and leaves the same state", "[unit]") {
+  const int before = baton::worker::thread_count();
+  // Counts around the block and pair boundaries, each from a fresh stream and from one that
+  // holds a spare; at one thread and shared across two and three.
+  for (int threads : {1, 2, 3}) {
+    baton::worker::set_thread_count(threads);
+    for (std::size_t n : {0, 1, 2, 3, 7, 64, 1001, 65536, 200001}) {
+      for (bool spare : {false, true}) {
+        CAPTURE(threads, n, spare);
+        rng serial(42), bulk(42);
+        if (spare) {
+          CHECK(same_bits(serial.normal(), bulk.normal()));  // each now caches the pair's second
+        }
+        std::vector<double> want(n), got(n, -99.0);
+        for (auto& w : want) w = serial.normal();
+        bulk.normals(got);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < n; ++i) differ += same_bits(want[i], got[i]) ? 0 : 1;
+        CHECK(differ == 0);
+        CHECK(serial.state() == bulk.state());
+        CHECK(same_bits(serial.normal(), bulk.normal()));  // the stream goes on alike
+      }
+    }
+  }
+  baton::worker::set_thread_count(before);
 }
