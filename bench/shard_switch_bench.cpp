@@ -10,7 +10,9 @@
 // after the previous one has exited (protocol/README.md, "Starting ahead"). Each round's runs
 // alternate in order, and the median of the rounds' own sharded / whole ratios is printed too.
 // Prints the CPU model, every run, the medians and the ratios; never fails on a figure.
-//   shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T]
+//   shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T] [--baseline-worker PATH]
+// --baseline-worker: each round also runs the cut job with that baton-worker (BATON_WORKER), e.g.
+// one built from the commit before a change, and prints its ratio and the paired saving.
 // --quick: 2 epochs of a 500-sample job, one pair (a ctest smoke run: it still builds and runs).
 #include <boost/asio/io_context.hpp>
 #include <chrono>
@@ -42,7 +44,8 @@ struct run_result {
 };
 
 // One whole `baton run` of the seed job with `sets` on top; its wall time and worker count.
-run_result run_seed(const fs::path& state, const std::vector<std::string>& sets) {
+run_result run_seed(const fs::path& state, const std::vector<std::string>& sets,
+                    const std::string& worker = {}) {
   boost::asio::io_context io;
   baton::os::spawn_options o;
   o.argv = {BATON_EXE,     "run",    std::string(BATON_SOURCE_DIR) + "/configs/seed.json",
@@ -52,6 +55,7 @@ run_result run_seed(const fs::path& state, const std::vector<std::string>& sets)
     o.argv.push_back("--set");
     o.argv.push_back(s);
   }
+  if (!worker.empty()) o.env.emplace_back("BATON_WORKER", worker);
   o.stderr_log = state.parent_path() / "run.err";
   const auto start = std::chrono::steady_clock::now();
   auto p = baton::os::spawn(io, o);
@@ -78,6 +82,7 @@ run_result run_seed(const fs::path& state, const std::vector<std::string>& sets)
 int main(int argc, char** argv) {
   bool quick = false;
   int epochs = 5, pairs = 3, threads = 0;
+  std::string baseline_worker;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] {
@@ -92,9 +97,15 @@ int main(int argc, char** argv) {
       pairs = next();
     } else if (a == "--threads") {
       threads = next();
+    } else if (a == "--baseline-worker") {
+      if (i + 1 >= argc) die(a + " needs a path");
+      baseline_worker = fs::absolute(argv[++i]).string();
+      if (!fs::exists(baseline_worker))
+        die("--baseline-worker " + baseline_worker + ": no such file");
     } else {
       die("unknown argument " + a +
-          " (usage: shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T])");
+          " (usage: shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T] "
+          "[--baseline-worker PATH])");
     }
   }
   std::vector<std::string> common = {"training.threads=" + std::to_string(threads)};
@@ -112,7 +123,7 @@ int main(int argc, char** argv) {
 
   std::vector<double> sharded, serial, whole;
   std::size_t sharded_workers = 0;
-  std::vector<double> round_ratios;
+  std::vector<double> round_ratios, baseline, baseline_gain;
   auto with = [&](std::vector<std::string> extra) {
     auto s = common;
     s.insert(s.end(), extra.begin(), extra.end());
@@ -124,12 +135,17 @@ int main(int argc, char** argv) {
   for (int i = 0; i < pairs; ++i) {
     // Odd rounds run the three in reverse, so that neither the sharded nor the unbroken run is
     // always the one that meets a machine slowing down or speeding up within a round.
-    run_result a, b, c;
+    run_result a, b, c, d;
+    const auto run_baseline = [&] {
+      if (!baseline_worker.empty()) d = run_seed(dir / "state", sharded_sets, baseline_worker);
+    };
     if (i % 2 == 0) {
       a = run_seed(dir / "state", sharded_sets);
       c = run_seed(dir / "state", serial_sets);
       b = run_seed(dir / "state", whole_sets);
+      run_baseline();
     } else {
+      run_baseline();
       b = run_seed(dir / "state", whole_sets);
       c = run_seed(dir / "state", serial_sets);
       a = run_seed(dir / "state", sharded_sets);
@@ -143,6 +159,12 @@ int main(int argc, char** argv) {
         "round %d: %d x 1-epoch shards %.3f s (%zu workers), the same without starting ahead "
         "%.3f s, 1 x %d-epoch shard %.3f s\n",
         i + 1, epochs, a.seconds, a.workers, c.seconds, epochs, b.seconds);
+    if (!baseline_worker.empty()) {
+      baseline.push_back(d.seconds);
+      baseline_gain.push_back(d.seconds - a.seconds);
+      std::printf("round %d: baseline worker, %d x 1-epoch shards %.3f s\n", i + 1, epochs,
+                  d.seconds);
+    }
   }
   fs::remove_all(dir);
 
@@ -167,5 +189,12 @@ int main(int argc, char** argv) {
       "makes a switch %.2fx as long\n",
       sharded_workers, mserial, mserial / mw, per_serial_switch,
       per_serial_switch > 0 ? per_switch / per_serial_switch : 0.0);
+  if (!baseline_worker.empty()) {
+    std::printf(
+        "baseline worker %s: %d shards %.3f s, ratio %.3f; this worker saves a median %.3f s a "
+        "run in the same rounds\n",
+        baseline_worker.c_str(), epochs, median(baseline), median(baseline) / mw,
+        median(baseline_gain));
+  }
   return 0;
 }
