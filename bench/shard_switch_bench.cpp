@@ -133,8 +133,8 @@ int main(int argc, char** argv) {
   const auto serial_sets = with({"shard.epochs=1", "worker.start_ahead=false"});
   const auto whole_sets = with({"shard.epochs=" + std::to_string(epochs)});
   for (int i = 0; i < pairs; ++i) {
-    // Odd rounds run the three in reverse, so that neither the sharded nor the unbroken run is
-    // always the one that meets a machine slowing down or speeding up within a round.
+    // Every second round (rounds 2, 4, ...) runs its three or four in reverse, so that no kind of
+    // run is always the one that meets a machine slowing down or speeding up within a round.
     run_result a, b, c, d;
     const auto run_baseline = [&] {
       if (!baseline_worker.empty()) d = run_seed(dir / "state", sharded_sets, baseline_worker);
@@ -191,8 +191,8 @@ int main(int argc, char** argv) {
       per_serial_switch > 0 ? per_switch / per_serial_switch : 0.0);
   if (!baseline_worker.empty()) {
     std::printf(
-        "baseline worker %s: %d shards %.3f s, ratio %.3f; this worker saves a median %.3f s a "
-        "run in the same rounds\n",
+        "baseline worker %s: %d shards %.3f s, ratio %.3f (against this worker's unbroken run); "
+        "this worker saves a median %.3f s a run in the same rounds\n",
         baseline_worker.c_str(), epochs, median(baseline), median(baseline) / mw,
         median(baseline_gain));
   }

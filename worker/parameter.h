@@ -43,6 +43,7 @@ void fault_in(S* p, std::size_t n) {
     for (std::int64_t i = begin; i < end; ++i) p[static_cast<std::size_t>(i) * stride] = S(0);
   };
   if (n * sizeof(S) >= (std::size_t{4} << 20)) {
+    // Any cost at least min_parallel_work a page: a buffer this large is always worth sharing.
     parallel_for(pages, min_parallel_work, touch);
   } else {
     touch(0, pages);

@@ -4,10 +4,14 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/dataset_fixtures.h"
+#include "support/thread_count_guard.h"
 #include "worker/dataset.h"
+#include "worker/parallel.h"
+#include "worker/random.h"
 
 using namespace baton::worker::testing;
 using baton::protocol::synthetic_data;
@@ -60,6 +64,34 @@ TEST_CASE("synthetic generator matches golden values on every platform", "[unit]
   CHECK(d->x(0, 0) == 0x1.edc0d6p-1f);
   CHECK(d->x(0, 1) == -0x1.105222p+0f);
   CHECK(d->x(4999, 99) == 0x1.a682fp+0f);
+}
+
+TEST_CASE("synthetic data is normal()'s stream in row order at any width and thread count",
+          "[unit][dataset]") {
+  // Odd widths put a pair's two values in two blocks of rows (the spare carried between them);
+  // 20000 x 7 and 3000 x 101 span several blocks, and both take the parallel path at 2 threads.
+  const thread_count_guard restore;
+  for (int threads : {1, 2}) {
+    baton::worker::set_thread_count(threads);
+    for (const auto& [rows, cols] : {std::pair{20000, 7}, std::pair{3000, 101}, std::pair{5, 1}}) {
+      CAPTURE(threads, rows, cols);
+      auto d = baton::worker::generate_synthetic(synthetic_data{rows, cols, 9});
+      REQUIRE(d);
+      baton::worker::rng gen(9);
+      std::int64_t differ = 0, wrong_labels = 0;
+      for (int r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (int c = 0; c < cols; ++c) {
+          const float v = static_cast<float>(gen.normal());
+          differ += std::memcmp(&v, &d->x(r, c), sizeof v) != 0 ? 1 : 0;
+          sum += static_cast<double>(v);
+        }
+        wrong_labels += d->y(r, 0) != (sum > 0 ? 1.0f : 0.0f) ? 1 : 0;
+      }
+      CHECK(differ == 0);
+      CHECK(wrong_labels == 0);
+    }
+  }
 }
 
 TEST_CASE("synthetic labels become one-hot for categorical losses", "[unit][dataset]") {

@@ -9,13 +9,13 @@
 
 #include "os/self_memory.h"
 #include "support/skip.h"
+#include "support/thread_count_guard.h"
 #include "worker/parallel.h"
 
 using baton::worker::fault_in;
 using baton::worker::make_storage;
 using baton::worker::set_thread_count;
 using baton::worker::storage_fill;
-using baton::worker::thread_count;
 
 namespace {
 
@@ -44,7 +44,7 @@ TEST_CASE("faulted-in storage is resident without being written whole, uninitial
 #ifdef _WIN32
   BATON_SKIP("a fresh allocation's residency is Linux's (wine's heap may commit it at once)");
 #endif
-  const int before = thread_count();
+  const baton::worker::testing::thread_count_guard restore;
   for (int threads : {1, 2}) {  // a large fault-in is shared across the team
     CAPTURE(threads);
     set_thread_count(threads);
@@ -52,7 +52,6 @@ TEST_CASE("faulted-in storage is resident without being written whole, uninitial
     CHECK(resident_growth_mib(storage_fill::faulted_in) > 56.0);
     CHECK(resident_growth_mib(storage_fill::zeroed) > 56.0);
   }
-  set_thread_count(before);
 }
 
 TEST_CASE("fault_in writes one element a page, and the last", "[unit]") {
@@ -70,7 +69,7 @@ TEST_CASE("fault_in writes one element a page, and the last", "[unit]") {
 
 TEST_CASE("fault_in of a buffer shared across threads writes the same elements", "[unit]") {
   // 4 MiB and more is split across the team: each thread's part must still start on a page.
-  const int before = thread_count();
+  const baton::worker::testing::thread_count_guard restore;
   for (int threads : {1, 2, 3}) {
     CAPTURE(threads);
     set_thread_count(threads);
@@ -85,5 +84,4 @@ TEST_CASE("fault_in of a buffer shared across threads writes the same elements",
     CHECK(wrong == 0);
     CHECK(written == (v.size() + 511) / 512 + 1);
   }
-  set_thread_count(before);
 }

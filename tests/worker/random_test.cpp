@@ -8,6 +8,7 @@
 #include <map>
 #include <vector>
 
+#include "support/thread_count_guard.h"
 #include "worker/parallel.h"
 
 using baton::worker::rng;
@@ -141,7 +142,7 @@ TEST_CASE("below is in range and unbiased, shuffle_indices is a permutation", "[
 }
 
 TEST_CASE("normals draws normal()'s stream bit for bit and leaves the same state", "[unit]") {
-  const int before = baton::worker::thread_count();
+  const baton::worker::testing::thread_count_guard restore;
   // Counts around the block and pair boundaries, each from a fresh stream and from one that
   // holds a spare; at one thread and shared across two and three.
   for (int threads : {1, 2, 3}) {
@@ -164,5 +165,4 @@ TEST_CASE("normals draws normal()'s stream bit for bit and leaves the same state
       }
     }
   }
-  baton::worker::set_thread_count(before);
 }
