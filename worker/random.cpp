@@ -56,18 +56,25 @@ std::uint64_t rng::below(std::uint64_t n) {
   }
 }
 
-double rng::normal() {
-  if (has_spare_) {
-    has_spare_ = false;
-    return spare_normal_;
-  }
+std::array<double, 3> rng::accepted_pair() {
   double u = 0, v = 0, s = 0;
   do {
     u = 2.0 * uniform() - 1.0;
     v = 2.0 * uniform() - 1.0;
     s = u * u + v * v;
   } while (s >= 1.0 || s == 0.0);
-  const double f = std::sqrt(-2.0 * portable_log(s) / s);
+  return {u, v, s};
+}
+
+double rng::polar_factor(double s) { return std::sqrt(-2.0 * portable_log(s) / s); }
+
+double rng::normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_normal_;
+  }
+  const auto [u, v, s] = accepted_pair();
+  const double f = polar_factor(s);
   spare_normal_ = v * f;
   has_spare_ = true;
   return u * f;
@@ -83,15 +90,7 @@ void rng::normals(std::span<double> out) {
   if (pairs == 0) return;
   // The accepted (u, v, s) of each pair in draw order: exactly the rejection loop of normal().
   std::vector<std::array<double, 3>> accepted(pairs);
-  for (auto& a : accepted) {
-    double u = 0, v = 0, s = 0;
-    do {
-      u = 2.0 * uniform() - 1.0;
-      v = 2.0 * uniform() - 1.0;
-      s = u * u + v * v;
-    } while (s >= 1.0 || s == 0.0);
-    a = {u, v, s};
-  }
+  for (auto& a : accepted) a = accepted_pair();
   // An odd count ends on the first of a pair, whose second becomes the spare, as in normal().
   const bool last_half = (out.size() - i) % 2 == 1;
   double* const dst = out.data() + i;
@@ -99,7 +98,7 @@ void rng::normals(std::span<double> out) {
   parallel_for(static_cast<std::int64_t>(pairs), 40, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t k = b; k < e; ++k) {
       const auto& [u, v, s] = accepted[static_cast<std::size_t>(k)];
-      const double f = std::sqrt(-2.0 * portable_log(s) / s);
+      const double f = polar_factor(s);
       dst[2 * k] = u * f;
       if (!last_half || static_cast<std::size_t>(k) + 1 < pairs) dst[2 * k + 1] = v * f;
     }
@@ -108,7 +107,7 @@ void rng::normals(std::span<double> out) {
   // saves that word: it is kept alike so that the two leave the very same state.
   if (last_half) {
     const auto& [u, v, s] = accepted.back();
-    spare_normal_ = v * std::sqrt(-2.0 * portable_log(s) / s);
+    spare_normal_ = v * polar_factor(s);
     has_spare_ = true;
   } else {
     spare_normal_ = dst[2 * pairs - 1];

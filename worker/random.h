@@ -40,6 +40,12 @@ class rng {
   void set_state(const state_words& s);
 
  private:
+  // The polar method's two halves: the rejection loop, which draws uniforms until (u, v) falls
+  // inside the unit circle, giving (u, v, s = u^2 + v^2); and the factor that makes u and v
+  // normal, a function of s alone.
+  std::array<double, 3> accepted_pair();
+  static double polar_factor(double s);
+
   std::array<std::uint64_t, 4> s_{};
   double spare_normal_ = 0.0;
   bool has_spare_ = false;
