@@ -27,8 +27,8 @@ result<dataset> generate_synthetic(const protocol::synthetic_data& spec) {
   out.x.resize(spec.samples, spec.features);
   out.y.resize(spec.samples, 1);
   rng gen(spec.seed);
-  // Row-major x takes the normals in draw order, a block of rows at a time, so the scratch
-  // (these values and rng::normals' accepted pairs) stays near 1.25 MiB whatever the data's size.
+  // Row-major x takes the normals in draw order, a block of rows at a time, so the scratch stays
+  // near 512 KiB whatever the data's size.
   const Eigen::Index cols = out.x.cols();
   const Eigen::Index block_rows = std::max<Eigen::Index>(1, (Eigen::Index{1} << 16) / cols);
   std::vector<double> drawn;

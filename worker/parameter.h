@@ -42,12 +42,9 @@ void fault_in(S* p, std::size_t n) {
   const auto touch = [p](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) p[static_cast<std::size_t>(i) * stride] = S(0);
   };
-  if (n * sizeof(S) >= (std::size_t{4} << 20)) {
-    // Any cost at least min_parallel_work a page: a buffer this large is always worth sharing.
-    parallel_for(pages, min_parallel_work, touch);
-  } else {
-    touch(0, pages);
-  }
+  // parallel_for's own threshold: sharing pays from 1024 pages (4 MiB) on.
+  constexpr std::int64_t cost_per_page = min_parallel_work / 1024;
+  parallel_for(pages, cost_per_page, touch);
   if (n > 0) p[n - 1] = S(0);
 }
 

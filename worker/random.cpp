@@ -3,7 +3,6 @@
 #include <bit>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "worker/parallel.h"
 
@@ -88,26 +87,37 @@ void rng::normals(std::span<double> out) {
   }
   const std::size_t pairs = (out.size() - i + 1) / 2;
   if (pairs == 0) return;
-  // The accepted (u, v, s) of each pair in draw order: exactly the rejection loop of normal().
-  std::vector<std::array<double, 3>> accepted(pairs);
-  for (auto& a : accepted) a = accepted_pair();
   // An odd count ends on the first of a pair, whose second becomes the spare, as in normal().
   const bool last_half = (out.size() - i) % 2 == 1;
   double* const dst = out.data() + i;
+  // The serial half, exactly the rejection loop of normal(): each accepted (u, v) lands where its
+  // normals will go (the last v of an odd count in last_v), and s is recomputed from them below,
+  // the same bits without FP contraction.
+  double last_u = 0, last_v = 0;
+  for (std::size_t k = 0; k < pairs; ++k) {
+    const auto uvs = accepted_pair();
+    dst[2 * k] = uvs[0];
+    if (last_half && k + 1 == pairs) {
+      last_u = uvs[0];
+      last_v = uvs[1];
+    } else {
+      dst[2 * k + 1] = uvs[1];
+    }
+  }
   // ~40 flops a pair (the log's series and a division, the square root).
   parallel_for(static_cast<std::int64_t>(pairs), 40, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t k = b; k < e; ++k) {
-      const auto& [u, v, s] = accepted[static_cast<std::size_t>(k)];
-      const double f = polar_factor(s);
+    for (auto k = static_cast<std::size_t>(b); k < static_cast<std::size_t>(e); ++k) {
+      const bool half = last_half && k + 1 == pairs;
+      const double u = dst[2 * k], v = half ? last_v : dst[2 * k + 1];
+      const double f = polar_factor(u * u + v * v);
       dst[2 * k] = u * f;
-      if (!last_half || static_cast<std::size_t>(k) + 1 < pairs) dst[2 * k + 1] = v * f;
+      if (!half) dst[2 * k + 1] = v * f;
     }
   });
   // normal() leaves the last pair's second in spare_normal_ even once it is used, and state()
   // saves that word: it is kept alike so that the two leave the very same state.
   if (last_half) {
-    const auto& [u, v, s] = accepted.back();
-    spare_normal_ = v * polar_factor(s);
+    spare_normal_ = last_v * polar_factor(last_u * last_u + last_v * last_v);
     has_spare_ = true;
   } else {
     spare_normal_ = dst[2 * pairs - 1];

@@ -30,10 +30,10 @@ class rng {
   // in pairs, the second is cached.
   double normal();
   // The next out.size() values of normal(), bit for bit, leaving the same state behind (a spare
-  // included). One serial pass draws the uniforms and keeps each accepted pair; the logarithms
-  // and square roots, most of the time and each depending only on its own pair, are then shared
-  // across the worker's threads: on two cores the seed job's data is ready in 0.6x the time, on
-  // the path of every worker's start.
+  // included). One serial pass draws the uniforms and keeps each accepted pair in `out`; the
+  // logarithms and square roots, most of the time and each depending only on its own pair, are then
+  // shared across the worker's threads: on two cores the seed job's data is ready in 0.6x the time,
+  // on the path of every worker's start.
   void normals(std::span<double> out);
 
   state_words state() const;
