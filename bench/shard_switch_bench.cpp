@@ -11,20 +11,31 @@
 // alternate in order, and the median of the rounds' own sharded / whole ratios is printed too.
 // Prints the CPU model, every run, the medians and the ratios; never fails on a figure.
 //   shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T] [--baseline-worker PATH]
+//                      [--side-by-side]
 // --baseline-worker: each round also runs the cut job with that baton-worker (BATON_WORKER), e.g.
 // one built from the commit before a change, and prints its ratio and the paired saving.
+// --side-by-side: the cut job and the unbroken one run at the same time, each on a CPU of its own
+// (taskset) and one thread, swapping CPUs every round: on a machine whose speed drifts by tens of
+// percent over seconds (a shared VM), runs side by side meet the same drift, which runs one after
+// the other do not. It measures the one-thread job; the two jobs share the L3 cache and memory
+// bandwidth, so the cut job's saves and reads also slow the run beside it a little (the ratio
+// reads a little low). Needs two CPUs; exits 77 (skipped) where there are fewer.
 // --quick: 2 epochs of a 500-sample job, one pair (a ctest smoke run: it still builds and runs).
 #include <boost/asio/io_context.hpp>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_figures.h"
+#include "os/env.h"
 #include "os/process.h"
 
 namespace fs = std::filesystem;
@@ -43,44 +54,184 @@ struct run_result {
   std::size_t workers = 0;
 };
 
-// One whole `baton run` of the seed job with `sets` on top; its wall time and worker count.
+// One `baton run` of the seed job under way, with `sets` on top: timed from its spawn to its
+// exit, which the io_context it was started on reports.
+class seed_run {
+ public:
+  // `cpu`: run it and every worker it starts on that CPU alone (taskset, util-linux).
+  seed_run(boost::asio::io_context& io, const fs::path& state, const std::vector<std::string>& sets,
+           const std::string& worker = {}, std::optional<int> cpu = {}) {
+    baton::os::spawn_options o;
+    if (cpu) o.argv = {"taskset", "--cpu-list", std::to_string(*cpu)};
+    o.argv.insert(o.argv.end(),
+                  {BATON_EXE, "run", std::string(BATON_SOURCE_DIR) + "/configs/seed.json",
+                   "--fresh", "--json", "--state-dir", state.string()});
+    for (const auto& s : sets) {
+      o.argv.push_back("--set");
+      o.argv.push_back(s);
+    }
+    if (!worker.empty()) o.env.emplace_back("BATON_WORKER", worker);
+    err_log_ = o.stderr_log = state.string() + ".err";
+    start_ = std::chrono::steady_clock::now();
+    auto p = baton::os::spawn(io, o);
+    if (!p) die("cannot run " + o.argv.front() + ": " + p.error().message);
+    process_ = std::move(*p);
+    process_->async_read_lines([this](const boost::system::error_code& ec, std::string_view line) {
+      if (!ec) out_ += std::string(line) + "\n";
+    });
+    process_->async_wait([this](const boost::system::error_code&, baton::os::exit_status s) {
+      seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      status_ = s;
+    });
+  }
+  seed_run(const seed_run&) = delete;
+  seed_run& operator=(const seed_run&) = delete;
+
+  // After the io_context has run: the run's figures, or the bench stops with why it cannot.
+  run_result result() const {
+    if (!status_ || !status_->success()) {
+      die("baton run did not complete; see " + err_log_.string());
+    }
+    const auto summary = json::parse(out_, nullptr, false);
+    if (summary.is_discarded() || summary.value("state", "") != "completed") {
+      die("baton run did not report a completed job: " + out_);
+    }
+    return {seconds_, summary.at("shards").size()};
+  }
+
+ private:
+  std::unique_ptr<baton::os::process> process_;
+  std::chrono::steady_clock::time_point start_;
+  fs::path err_log_;
+  std::string out_;
+  std::optional<baton::os::exit_status> status_;
+  double seconds_ = 0;
+};
+
+// One whole `baton run` of the seed job with `sets` on top, alone on the machine.
 run_result run_seed(const fs::path& state, const std::vector<std::string>& sets,
                     const std::string& worker = {}) {
   boost::asio::io_context io;
-  baton::os::spawn_options o;
-  o.argv = {BATON_EXE,     "run",    std::string(BATON_SOURCE_DIR) + "/configs/seed.json",
-            "--fresh",     "--json", "--state-dir",
-            state.string()};
-  for (const auto& s : sets) {
-    o.argv.push_back("--set");
-    o.argv.push_back(s);
-  }
-  if (!worker.empty()) o.env.emplace_back("BATON_WORKER", worker);
-  o.stderr_log = state.parent_path() / "run.err";
-  const auto start = std::chrono::steady_clock::now();
-  auto p = baton::os::spawn(io, o);
-  if (!p) die("cannot run baton: " + p.error().message);
-  std::string out;
-  std::optional<baton::os::exit_status> st;
-  (*p)->async_read_lines([&](const boost::system::error_code& ec, std::string_view line) {
-    if (!ec) out += std::string(line) + "\n";
-  });
-  (*p)->async_wait([&](const boost::system::error_code&, baton::os::exit_status s) { st = s; });
+  seed_run r(io, state, sets, worker);
   io.run_for(1800s);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!st || !st->success()) die("baton run did not complete; see " + o.stderr_log.string());
-  const auto summary = json::parse(out, nullptr, false);
-  if (summary.is_discarded() || summary.value("state", "") != "completed") {
-    die("baton run did not report a completed job: " + out);
+  return r.result();
+}
+
+// Two runs at once, each on a CPU of its own: a machine that slows down slows both alike.
+std::pair<run_result, run_result> run_side_by_side(const fs::path& dir,
+                                                   const std::vector<std::string>& a_sets,
+                                                   int a_cpu,
+                                                   const std::vector<std::string>& b_sets,
+                                                   int b_cpu, const std::string& a_worker = {}) {
+  boost::asio::io_context io;
+  seed_run a(io, dir / "state-a", a_sets, a_worker, a_cpu);
+  seed_run b(io, dir / "state-b", b_sets, {}, b_cpu);
+  io.run_for(1800s);
+  return {a.result(), b.result()};
+}
+
+// The exit code of a run that cannot happen on this machine (ctest's SKIP_RETURN_CODE).
+constexpr int skipped_exit = 77;
+
+// The first two CPUs this process may run on (Cpus_allowed_list, e.g. "0-3" or "2,5-7").
+std::vector<int> allowed_cpus() {
+  auto status = baton::os::env::default_env().read_file("/proc/self/status");
+  if (!status) die("--side-by-side: cannot read /proc/self/status: " + status.error().message);
+  const auto at = status->find("Cpus_allowed_list:");
+  if (at == std::string::npos) die("--side-by-side: no Cpus_allowed_list in /proc/self/status");
+  const auto end = status->find('\n', at);
+  std::string list = status->substr(at + 18, end - at - 18);
+  list.erase(0, list.find_first_not_of(" \t"));
+  std::vector<int> cpus;
+  const char* p = list.data();
+  const char* const last_char = list.data() + list.size();
+  while (p < last_char && cpus.size() < 2) {
+    if (*p == ' ' || *p == '\t' || *p == ',') {
+      ++p;
+      continue;
+    }
+    int first = 0, last = 0;
+    auto r = std::from_chars(p, last_char, first);
+    if (r.ec != std::errc()) die("--side-by-side: cannot read Cpus_allowed_list \"" + list + "\"");
+    p = r.ptr;
+    last = first;
+    if (p < last_char && *p == '-') {
+      r = std::from_chars(p + 1, last_char, last);
+      if (r.ec != std::errc())
+        die("--side-by-side: cannot read Cpus_allowed_list \"" + list + "\"");
+      p = r.ptr;
+    }
+    for (int c = first; c <= last && cpus.size() < 2; ++c) cpus.push_back(c);
   }
-  return {seconds, summary.at("shards").size()};
+  if (cpus.size() < 2) {
+    // Not a failure of the bench: ctest shows its smoke run as skipped (SKIP_RETURN_CODE).
+    std::fprintf(stderr, "%s: --side-by-side needs two CPUs; this process may run on %s only\n",
+                 baton::bench::bench_name, list.c_str());
+    std::exit(skipped_exit);
+  }
+  return cpus;
 }
 
 }  // namespace
 
+// --side-by-side: each round runs the cut job and the unbroken one at the same time, one CPU
+// and one thread each, swapping CPUs every round; then the cut job without starting ahead
+// against the unbroken one the same way (and the baseline worker's cut job, if given).
+int side_by_side(const fs::path& dir, int epochs, int pairs, bool quick,
+                 const std::vector<std::string>& sharded_sets,
+                 const std::vector<std::string>& serial_sets,
+                 const std::vector<std::string>& whole_sets, const std::string& baseline_worker) {
+  const auto cpus = allowed_cpus();
+  std::vector<double> ratios, serial_ratios, baseline_ratios, switch_share, serial_switch_share;
+  std::size_t sharded_workers = 0;
+  for (int i = 0; i < pairs; ++i) {
+    const int cut_cpu = cpus[i % 2], whole_cpu = cpus[1 - i % 2];
+    const auto [a, b] = run_side_by_side(dir, sharded_sets, cut_cpu, whole_sets, whole_cpu);
+    const auto [c, d] = run_side_by_side(dir, serial_sets, cut_cpu, whole_sets, whole_cpu);
+    sharded_workers = a.workers;
+    ratios.push_back(a.seconds / b.seconds);
+    serial_ratios.push_back(c.seconds / d.seconds);
+    // One switch against one epoch of the unbroken run beside it.
+    switch_share.push_back((a.seconds - b.seconds) / (epochs - 1) / (b.seconds / epochs));
+    serial_switch_share.push_back((c.seconds - d.seconds) / (epochs - 1) / (d.seconds / epochs));
+    std::printf(
+        "round %d: %d x 1-epoch shards %.3f s (CPU %d, %zu workers) beside 1 x %d-epoch shard "
+        "%.3f s (CPU %d): %.3f; without starting ahead %.3f s beside %.3f s: %.3f\n",
+        i + 1, epochs, a.seconds, cut_cpu, a.workers, epochs, b.seconds, whole_cpu,
+        a.seconds / b.seconds, c.seconds, d.seconds, c.seconds / d.seconds);
+    if (!baseline_worker.empty()) {
+      const auto [e, f] =
+          run_side_by_side(dir, sharded_sets, cut_cpu, whole_sets, whole_cpu, baseline_worker);
+      baseline_ratios.push_back(e.seconds / f.seconds);
+      std::printf("round %d: baseline worker, %d x 1-epoch shards %.3f s beside %.3f s: %.3f\n",
+                  i + 1, epochs, e.seconds, f.seconds, e.seconds / f.seconds);
+    }
+  }
+  fs::remove_all(dir);
+  const double r = median(ratios);
+  std::printf(
+      "shard_switch_bench --side-by-side%s: seed job, %d epochs, 1 thread, %d rounds of runs at "
+      "the same time on CPUs %d and %d\n",
+      quick ? " --quick (500 samples)" : "", epochs, pairs, cpus[0], cpus[1]);
+  std::printf("CPU: %s\n", cpu_model().c_str());
+  std::printf(
+      "median ratio, %zu shards / one shard beside it: %.3f (goal <= 1.05: %s); range %.3f "
+      "to %.3f\n",
+      sharded_workers, r, r <= 1.05 ? "PASS" : "FAIL",
+      *std::min_element(ratios.begin(), ratios.end()),
+      *std::max_element(ratios.begin(), ratios.end()));
+  std::printf("one switch: %.1f%% of a one-epoch shard (median)\n", 100.0 * median(switch_share));
+  std::printf("without starting ahead: ratio %.3f, one switch %.1f%% of a one-epoch shard\n",
+              median(serial_ratios), 100.0 * median(serial_switch_share));
+  if (!baseline_worker.empty()) {
+    std::printf("baseline worker %s: ratio %.3f\n", baseline_worker.c_str(),
+                median(baseline_ratios));
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, beside = false;
   int epochs = 5, pairs = 3, threads = 0;
   std::string baseline_worker;
   for (int i = 1; i < argc; ++i) {
@@ -97,6 +248,8 @@ int main(int argc, char** argv) {
       pairs = next();
     } else if (a == "--threads") {
       threads = next();
+    } else if (a == "--side-by-side") {
+      beside = true;
     } else if (a == "--baseline-worker") {
       if (i + 1 >= argc) die(a + " needs a path");
       baseline_worker = fs::absolute(argv[++i]).string();
@@ -105,9 +258,11 @@ int main(int argc, char** argv) {
     } else {
       die("unknown argument " + a +
           " (usage: shard_switch_bench [--quick] [--epochs E] [--pairs N] [--threads T] "
-          "[--baseline-worker PATH])");
+          "[--baseline-worker PATH] [--side-by-side])");
     }
   }
+  if (beside && threads > 1) die("--side-by-side runs every job on one thread");
+  if (beside) threads = 1;
   std::vector<std::string> common = {"training.threads=" + std::to_string(threads)};
   if (quick) {
     epochs = 2;
@@ -132,6 +287,10 @@ int main(int argc, char** argv) {
   const auto sharded_sets = with({"shard.epochs=1"});
   const auto serial_sets = with({"shard.epochs=1", "worker.start_ahead=false"});
   const auto whole_sets = with({"shard.epochs=" + std::to_string(epochs)});
+  if (beside) {
+    return side_by_side(dir, epochs, pairs, quick, sharded_sets, serial_sets, whole_sets,
+                        baseline_worker);
+  }
   for (int i = 0; i < pairs; ++i) {
     // Every second round (rounds 2, 4, ...) runs its three or four in reverse, so that no kind of
     // run is always the one that meets a machine slowing down or speeding up within a round.
