@@ -23,6 +23,7 @@
 #include "machine_peaks.h"
 #include "os/env.h"
 #include "os/process.h"
+#include "worker/dense_layer.h"
 #include "worker/model.h"
 #include "worker/optimizer.h"
 #include "worker/parallel.h"
@@ -188,6 +189,61 @@ figures run_worker(int threads, const options& o, const row_matrix<float>& x,
   return f;
 }
 
+// The products' own rate, without the step's memory traffic: one width x width relu layer run
+// over and over on one batch, so its kernel (16 MiB for the seed's width) stays in whatever
+// cache holds it (a 32 MiB L3 does), the forward pass, then the backward pass into a sink that
+// drops the blocks (as the fused step hands them to Adam) with dW alone and with dX too. Held
+// against the step's own fwd+bwd rate, it tells the kernels' share of the gap to the FMA peak
+// from the share of the memory traffic (weights and Adam's moments, which no cache holds).
+struct phase_rates {
+  double forward = 0, dw = 0, dx = 0;  // FLOP/s
+};
+
+phase_rates hot_phases(int threads, bool quick) {
+  set_thread_count(threads);
+  dense_layer<float> l(width, width, activation::relu, batch, storage_fill::zeroed,
+                       input_gradient::computed);
+  rng r(3);
+  for (idx i = 0; i < l.kernel().size(); ++i) {
+    l.kernel().data()[i] = static_cast<float>(0.02 * r.normal());
+  }
+  row_matrix<float> x(batch, width), dx(batch, width);
+  for (idx i = 0; i < x.size(); ++i) x.data()[i] = static_cast<float>(std::max(0.0, r.normal()));
+  const const_matrix_map<float> xm(x.data(), batch, width);
+  const int reps = quick ? 2 : 60;
+  const double product = 2.0 * batch * width * width;  // one product's FLOP
+  auto rate = [&](double flop_per_rep, auto&& body) {
+    std::vector<double> runs;
+    for (int k = 0; k < 5; ++k) {
+      body();  // the first round of each run also warms the cache
+      const auto t0 = clock_type::now();
+      for (int i = 0; i < reps; ++i) body();
+      runs.push_back(flop_per_rep * reps / seconds_since(t0));
+    }
+    return median(runs);
+  };
+  phase_rates p;
+  p.forward = rate(product, [&] { l.forward(xm); });
+  for (idx i = 0; i < batch * width; ++i) {
+    l.output_grad_data()[i] = static_cast<float>(r.normal());
+  }
+  l.prepare_output_grad(true);
+  const gradient_sink<float> drop{
+      [](void*, std::size_t, std::int64_t, std::int64_t, const float*) {}, nullptr, 0, 1};
+  std::vector<float> scratch(static_cast<std::size_t>(thread_count() * l.scratch_size()));
+  auto backward = [&](bool with_dx) {
+    run_team(static_cast<std::int64_t>(2 * product), [&](const team& t) {
+      l.backward_team(xm, t, scratch.data() + t.id * l.scratch_size(), &drop, nullptr,
+                      with_dx ? dx.data() : nullptr);
+    });
+  };
+  p.dw = rate(product, [&] { backward(false); });
+  const double both = rate(2 * product, [&] { backward(true); });
+  // dX's own rate from the time the two backward runs differ by.
+  p.dx = product / (2 * product / both - product / p.dw);
+  return p;
+}
+
 struct torch_result {
   bool available = false;
   std::string note;
@@ -348,6 +404,19 @@ int main(int argc, char** argv) {
       "peak; opt GB/s: the bytes the optimizer must move per step (weights read and written, "
       "gradients "
       "read, its state read and written) over opt s, to hold against the triad)\n");
+
+  std::printf(
+      "one %lldx%lld layer over and over, kernel hot in cache (the products without the step's "
+      "memory traffic):\n",
+      static_cast<long long>(width), static_cast<long long>(width));
+  std::printf("%-7s %14s %6s %14s %6s %14s %6s\n", "threads", "forward GF/s", "%peak", "dW GF/s",
+              "%peak", "dX GF/s", "%peak");
+  for (int t : o.threads) {
+    const phase_rates p = hot_phases(t, o.quick);
+    std::printf("%-7d %14.1f %5.0f%% %14.1f %5.0f%% %14.1f %5.0f%%\n", t, p.forward / 1e9,
+                100.0 * p.forward / fma_peak[t], p.dw / 1e9, 100.0 * p.dw / fma_peak[t], p.dx / 1e9,
+                100.0 * p.dx / fma_peak[t]);
+  }
 
   if (o.torch) {
     std::printf("%-7s %9s %12s %12s %12s %12s\n", "threads", "baton s", "torch stock",
