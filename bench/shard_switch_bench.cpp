@@ -21,6 +21,7 @@
 // bandwidth, so the cut job's saves and reads also slow the run beside it a little (the ratio
 // reads a little low). Needs two CPUs; exits 77 (skipped) where there are fewer.
 // --quick: 2 epochs of a 500-sample job, one pair (a ctest smoke run: it still builds and runs).
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <charconv>
 #include <chrono>
@@ -172,8 +173,6 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
-}  // namespace
-
 // --side-by-side: each round runs the cut job and the unbroken one at the same time, one CPU
 // and one thread each, swapping CPUs every round; then the cut job without starting ahead
 // against the unbroken one the same way (and the baseline worker's cut job, if given).
@@ -229,6 +228,8 @@ int side_by_side(const fs::path& dir, int epochs, int pairs, bool quick,
   }
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false, beside = false;
