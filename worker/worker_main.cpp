@@ -155,7 +155,8 @@ protocol::progress_msg progress(const trainer& t, const step_outcome* last, doub
   return p;
 }
 
-int run(worker_options opt) {
+// `began`: when the worker sent hello, where its set-up's time is counted from.
+int run(worker_options opt, clock_type::time_point began) {
   os::env& e = os::env::default_env();
   // Checkpoint messages carry absolute paths: the supervisor may run in another folder.
   std::error_code ec;
@@ -202,11 +203,14 @@ int run(worker_options opt) {
   if (!made) return fail(exit_bad_config, made.error().message);
   trainer& t = **made;
   const auto& g = t.geometry();
+  const auto set_up = clock_type::now();
+  auto turn = set_up;
   if (opt.start_ahead) {
     if (!wait_for_turn()) {
       log("started ahead, and stopped before its turn: nothing trained, nothing to save");
       return exit_stopped;
     }
+    turn = clock_type::now();
     loaded = store.open_newest(chunk, protocol::digest_check::on_read);
     if (!loaded) return fail(exit_runtime_error, loaded.error().message);
     // Only a job with a checkpoint has a worker started ahead: it follows one that saved.
@@ -256,6 +260,9 @@ int run(worker_options opt) {
       " threads");
 
   leaker leak(spec->debug.leak_mib_per_step);
+  const std::int64_t first_step = t.step();
+  const auto restored = clock_type::now();
+  std::optional<clock_type::time_point> first_step_done;
   send(progress(t, nullptr, 0.0, boundary));
   auto last_report = clock_type::now();
   std::int64_t samples_since_report = 0;
@@ -271,6 +278,7 @@ int run(worker_options opt) {
       std::abort();
     }
     const step_outcome out = t.run_step();
+    if (!first_step_done) first_step_done = clock_type::now();
     leak.step();
     samples_since_report += out.batch_size;
     const auto now = clock_type::now();
@@ -285,6 +293,7 @@ int run(worker_options opt) {
     }
   }
   if (stopped) log("stopping at step " + std::to_string(t.step()) + " on request");
+  const auto trained = clock_type::now();
 
   // A stop before the first step has nothing new to save: announce the checkpoint we resumed.
   std::filesystem::path path = resumed_path;
@@ -310,7 +319,25 @@ int run(worker_options opt) {
   }
   send(protocol::checkpoint_msg{path.string(), t.step(), *digest});
   send(protocol::done_msg{t.step(), t.finished()});
-  log("wrote " + path.string() + (t.finished() ? "; job complete" : ""));
+  // Where the shard's time went, for whoever weighs shorter shards against what each one costs
+  // (a switch is the save, the next worker's set-up, unless started ahead, and its restore).
+  const auto ms = [](clock_type::time_point a, clock_type::time_point b) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count()) +
+           " ms";
+  };
+  std::string timings = "set-up " + ms(began, set_up);
+  if (opt.start_ahead) timings += ", waited " + ms(set_up, turn) + " for its turn";
+  if (resumed_step) timings += ", restore " + ms(turn, restored);
+  if (first_step_done) {
+    char steps[96];
+    std::snprintf(steps, sizeof steps, ", %lld steps in %.3f s (the first %.1f ms)",
+                  static_cast<long long>(t.step() - first_step),
+                  std::chrono::duration<double>(trained - restored).count(),
+                  std::chrono::duration<double, std::milli>(*first_step_done - restored).count());
+    timings += steps;
+  }
+  timings += ", save " + ms(trained, clock_type::now());
+  log("wrote " + path.string() + (t.finished() ? "; job complete" : "") + " (" + timings + ")");
   return stopped ? exit_stopped : exit_done;
 }
 
@@ -405,11 +432,12 @@ int run_worker(int argc, char** argv) {
     }
     // Before hello, so a SIGTERM that races start-up still ends in a clean stop.
     os::install_stop_handlers();
+    const auto began = clock_type::now();
     send(protocol::hello_msg{protocol::protocol_version, os::current_pid(),
                              "baton-worker " + std::string(protocol::version())});
     if (!cl) return fail(exit_bad_config, cl.error().message);
     start_stdin_reader();
-    return run(*cl->options);
+    return run(*cl->options, began);
   } catch (const std::bad_alloc&) {
     return fail(exit_runtime_error, "out of memory");
   } catch (const std::exception& e) {

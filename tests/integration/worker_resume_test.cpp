@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -358,6 +359,25 @@ TEST_CASE("workers started ahead wait for resume, then train on to the same weig
   }
   REQUIRE(complete);
   check_same_tensors(final_tensors(dir / "ckpt"), expected);
+  // Each worker's last line says where its shard's time went. The resume came 150 ms after
+  // hello, and set-up is counted from hello: set-up and the wait add up to that at least (less
+  // two truncated milliseconds), however slow the machine.
+  std::ifstream log(dir / "worker.log");
+  const std::regex timings(
+      R"(wrote .*ckpt-\d+\.safetensors(; job complete)? \(set-up (\d+) ms, waited (\d+) ms for )"
+      R"(its turn, restore \d+ ms, [67] steps in [0-9.]+ s \(the first [0-9.]+ ms\), save \d+ ms\)$)");
+  int ahead_lines = 0;
+  for (std::string line; std::getline(log, line);) {
+    std::smatch m;
+    if (line.find("waited") == std::string::npos || line.find(" wrote ") == std::string::npos) {
+      continue;
+    }
+    ++ahead_lines;
+    INFO(line);
+    REQUIRE(std::regex_search(line, m, timings));
+    CHECK(std::stoi(m[2].str()) + std::stoi(m[3].str()) >= 148);
+  }
+  CHECK(ahead_lines >= 6);  // 48 steps in shards of 7, the first of which was not started ahead
   fs::remove_all(dir);
   fs::remove_all(whole_dir);
 }
