@@ -25,12 +25,15 @@
 #include <boost/asio/io_context.hpp>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,7 +56,30 @@ namespace {
 struct run_result {
   double seconds = 0;
   std::size_t workers = 0;
+  // The time the run's workers spent training, by their own clocks (each worker's last log
+  // line), with each shard's first step counted as one of its later ones: what is left of
+  // `seconds` is set-up, restores, saves and hand-overs. A machine slowing down mid-epoch moves
+  // both alike. Empty for a worker that does not log its timings (a baseline from before them).
+  std::optional<double> training;
+  double overhead() const { return training ? seconds - *training : NAN; }
 };
+
+// Sums "N steps in T s (the first F ms)" over the lines of a job log (worker/worker_main.cpp),
+// each shard's time with its first step replaced by the mean of its others.
+std::optional<double> training_seconds(const fs::path& log) {
+  std::ifstream in(log);
+  if (!in) return std::nullopt;
+  const std::regex shard(R"(\((?:.*, )?(\d+) steps in ([0-9.]+) s \(the first ([0-9.]+) ms\))");
+  std::optional<double> total;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, shard)) continue;
+    const double n = std::stod(m[1].str()), t = std::stod(m[2].str());
+    const double first = std::stod(m[3].str()) / 1000.0;
+    total = total.value_or(0.0) + (n > 1 ? (t - first) * n / (n - 1) : t);
+  }
+  return total;
+}
 
 // One `baton run` of the seed job under way, with `sets` on top: timed from its spawn to its
 // exit, which the io_context it was started on reports.
@@ -73,6 +99,7 @@ class seed_run {
     }
     if (!worker.empty()) o.env.emplace_back("BATON_WORKER", worker);
     err_log_ = o.stderr_log = state.string() + ".err";
+    state_ = state;
     start_ = std::chrono::steady_clock::now();
     auto p = baton::os::spawn(io, o);
     if (!p) die("cannot run " + o.argv.front() + ": " + p.error().message);
@@ -97,13 +124,14 @@ class seed_run {
     if (summary.is_discarded() || summary.value("state", "") != "completed") {
       die("baton run did not report a completed job: " + out_);
     }
-    return {seconds_, summary.at("shards").size()};
+    return {seconds_, summary.at("shards").size(),
+            training_seconds(state_ / "jobs" / "seed" / "worker.log")};
   }
 
  private:
   std::unique_ptr<baton::os::process> process_;
   std::chrono::steady_clock::time_point start_;
-  fs::path err_log_;
+  fs::path state_, err_log_;
   std::string out_;
   std::optional<baton::os::exit_status> status_;
   double seconds_ = 0;
@@ -280,6 +308,7 @@ int main(int argc, char** argv) {
   std::vector<double> sharded, serial, whole;
   std::size_t sharded_workers = 0;
   std::vector<double> round_ratios, baseline, baseline_gain;
+  std::vector<double> sharded_overhead, serial_overhead, whole_overhead, whole_training;
   auto with = [&](std::vector<std::string> extra) {
     auto s = common;
     s.insert(s.end(), extra.begin(), extra.end());
@@ -315,6 +344,10 @@ int main(int argc, char** argv) {
     serial.push_back(c.seconds);
     whole.push_back(b.seconds);
     round_ratios.push_back(a.seconds / b.seconds);
+    sharded_overhead.push_back(a.overhead());
+    serial_overhead.push_back(c.overhead());
+    whole_overhead.push_back(b.overhead());
+    whole_training.push_back(b.training.value_or(NAN));
     std::printf(
         "round %d: %d x 1-epoch shards %.3f s (%zu workers), the same without starting ahead "
         "%.3f s, 1 x %d-epoch shard %.3f s\n",
@@ -349,6 +382,21 @@ int main(int argc, char** argv) {
       "makes a switch %.2fx as long\n",
       sharded_workers, mserial, mserial / mw, per_serial_switch,
       per_serial_switch > 0 ? per_switch / per_serial_switch : 0.0);
+  // By the workers' own clocks: each run's time outside training, the cut run's against the
+  // unbroken one's, so the switches are timed apart from epochs the machine may slow down.
+  const double so = median(sharded_overhead), wo = median(whole_overhead);
+  const double train = median(whole_training);
+  if (std::isfinite(so) && std::isfinite(wo) && std::isfinite(train)) {
+    const double clocked_switch = (so - wo) / (epochs - 1);
+    const double serial_switch = (median(serial_overhead) - wo) / (epochs - 1);
+    std::printf(
+        "by the workers' clocks: time outside training %.3f s cut, %.3f s unbroken; one switch "
+        "%.3f s, %.1f%% of a one-epoch shard's training (%.3f s); ratio at the unbroken run's "
+        "training time %.3f (goal <= 1.05: %s); without starting ahead one switch %.3f s\n",
+        so, wo, clocked_switch, 100.0 * clocked_switch / (train / epochs), train / epochs,
+        (train + so) / (train + wo), (train + so) / (train + wo) <= 1.05 ? "PASS" : "FAIL",
+        serial_switch);
+  }
   if (!baseline_worker.empty()) {
     std::printf(
         "baseline worker %s: %d shards %.3f s, ratio %.3f (against this worker's unbroken run); "
