@@ -309,6 +309,7 @@ int main(int argc, char** argv) {
   std::size_t sharded_workers = 0;
   std::vector<double> round_ratios, baseline, baseline_gain;
   std::vector<double> sharded_overhead, serial_overhead, whole_overhead, whole_training;
+  bool clocked = true;  // every run's job log had its workers' timing lines
   auto with = [&](std::vector<std::string> extra) {
     auto s = common;
     s.insert(s.end(), extra.begin(), extra.end());
@@ -344,10 +345,13 @@ int main(int argc, char** argv) {
     serial.push_back(c.seconds);
     whole.push_back(b.seconds);
     round_ratios.push_back(a.seconds / b.seconds);
-    sharded_overhead.push_back(a.overhead());
-    serial_overhead.push_back(c.overhead());
-    whole_overhead.push_back(b.overhead());
-    whole_training.push_back(b.training.value_or(NAN));
+    clocked = clocked && a.training && b.training && c.training;
+    if (clocked) {
+      sharded_overhead.push_back(a.overhead());
+      serial_overhead.push_back(c.overhead());
+      whole_overhead.push_back(b.overhead());
+      whole_training.push_back(*b.training);
+    }
     std::printf(
         "round %d: %d x 1-epoch shards %.3f s (%zu workers), the same without starting ahead "
         "%.3f s, 1 x %d-epoch shard %.3f s\n",
@@ -384,9 +388,13 @@ int main(int argc, char** argv) {
       per_serial_switch > 0 ? per_switch / per_serial_switch : 0.0);
   // By the workers' own clocks: each run's time outside training, the cut run's against the
   // unbroken one's, so the switches are timed apart from epochs the machine may slow down.
-  const double so = median(sharded_overhead), wo = median(whole_overhead);
-  const double train = median(whole_training);
-  if (std::isfinite(so) && std::isfinite(wo) && std::isfinite(train)) {
+  if (!clocked) {
+    std::printf(
+        "by the workers' clocks: not measured; a job log lacked the workers' timing lines (the "
+        "closing \"wrote ... (set-up ...)\" line of worker/worker_main.cpp)\n");
+  } else {
+    const double so = median(sharded_overhead), wo = median(whole_overhead);
+    const double train = median(whole_training);
     const double clocked_switch = (so - wo) / (epochs - 1);
     const double serial_switch = (median(serial_overhead) - wo) / (epochs - 1);
     std::printf(
