@@ -44,6 +44,12 @@ class writable_file {
   // Cuts the file to what this handle wrote: after env::reuse_writable_file, whatever the old
   // content had past it goes. A file opened from scratch has nothing past it.
   virtual status truncate_to_written() { return {}; }
+  // Writes `data` over bytes this handle already appended, at file offset `offset` (offset +
+  // size at most what it appended), for a field known only once the rest is out: a checkpoint's
+  // digest sits in its header, and patching it in after one pass over the tensors saves hashing
+  // them twice. Appends still go after the last byte appended. Files opened for appending
+  // (new_appendable_file) refuse, as their writes all land at the end (POSIX O_APPEND).
+  virtual status write_at(std::uint64_t offset, std::string_view data) = 0;
 };
 
 // A file opened for reading at any offset, so a large file can be read a piece at a time.

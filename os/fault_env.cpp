@@ -18,6 +18,18 @@ class fault_env::file final : public writable_file {
     }
     return inner_->append(data);
   }
+  // A write like append as far as faults go: the same failures, counted with them.
+  status write_at(std::uint64_t offset, std::string_view data) override {
+    auto d = env_.next(op::append, path_);
+    if (d.v == verdict::fail) return env_.injected(op::append, path_, d.message);
+    if (d.v == verdict::half_throw) {
+      (void)inner_->write_at(offset, data.substr(0, data.size() / 2));
+      throw injected_exception("write to " + path_.string() + " threw after " +
+                               std::to_string(data.size() / 2) + " of " +
+                               std::to_string(data.size()) + " bytes: " + d.message);
+    }
+    return inner_->write_at(offset, data);
+  }
   status sync() override {
     auto d = env_.next(op::sync, path_);
     if (d.v == verdict::fail) return env_.injected(op::sync, path_, d.message);

@@ -17,6 +17,7 @@ namespace baton::os {
 
 class fault_env : public env {
  public:
+  // `append` covers writable_file::write_at too: both write a file's bytes, and fail alike.
   enum class op { new_writable_file, append, sync, close, rename_file, remove_file, sync_dir };
   static std::string_view to_string(op o);
 

@@ -18,13 +18,27 @@ error not_found(const std::string& what, const std::string& path) {
 
 class mem_env::file final : public writable_file {
  public:
-  file(mem_env& e, std::string path, std::shared_ptr<node> n)
-      : env_(e), path_(std::move(path)), node_(std::move(n)) {}
+  file(mem_env& e, std::string path, std::shared_ptr<node> n, bool appending = false)
+      : env_(e), path_(std::move(path)), node_(std::move(n)), appending_(appending) {}
 
   status append(std::string_view data) override {
     std::lock_guard lock(env_.mu_);
     if (closed_) return make_error("write " + path_ + ": file is closed");
     node_->data.append(data);
+    written_ += data.size();
+    ++node_->version;
+    return {};
+  }
+  status write_at(std::uint64_t offset, std::string_view data) override {
+    std::lock_guard lock(env_.mu_);
+    if (closed_) return make_error("write " + path_ + ": file is closed");
+    if (appending_) return make_error("write " + path_ + ": opened for appending");
+    if (offset > written_ || data.size() > written_ - offset) {
+      return make_error("write " + path_ + " at byte " + std::to_string(offset) + ": " +
+                        std::to_string(data.size()) + " bytes run past the " +
+                        std::to_string(written_) + " written");
+    }
+    node_->data.replace(static_cast<std::size_t>(offset), data.size(), data);
     ++node_->version;
     return {};
   }
@@ -44,7 +58,9 @@ class mem_env::file final : public writable_file {
   mem_env& env_;
   std::string path_;
   std::shared_ptr<node> node_;
-  bool closed_ = false;  // guarded by env_.mu_
+  bool appending_;
+  std::uint64_t written_ = 0;  // guarded by env_.mu_
+  bool closed_ = false;        // guarded by env_.mu_
 };
 
 mem_env::mem_env() { dirs_ = {"", "/", "."}; }
@@ -83,7 +99,7 @@ result<std::unique_ptr<writable_file>> mem_env::new_appendable_file(
   if (dirs_.count(k)) return make_error("open " + k + ": Is a directory");
   auto& n = files_[k];
   if (!n) n = new_node_locked();
-  return std::unique_ptr<writable_file>(new file(*this, k, n));
+  return std::unique_ptr<writable_file>(new file(*this, k, n, true));
 }
 
 result<std::string> mem_env::read_file(const std::filesystem::path& path) {

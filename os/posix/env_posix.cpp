@@ -44,7 +44,8 @@ std::string resolved_path_of(int fd, const std::filesystem::path& path) {
 
 class posix_writable_file final : public writable_file {
  public:
-  posix_writable_file(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
+  posix_writable_file(std::filesystem::path path, int fd, bool appending = false)
+      : path_(std::move(path)), fd_(fd), appending_(appending) {}
   ~posix_writable_file() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -80,6 +81,26 @@ class posix_writable_file final : public writable_file {
 #endif
   }
 
+  status write_at(std::uint64_t offset, std::string_view data) override {
+    // Linux's pwrite on an O_APPEND descriptor appends whatever the offset (pwrite(2), BUGS).
+    if (appending_) return make_error("write " + path_.string() + ": opened for appending");
+    if (offset > written_ || data.size() > written_ - offset) {
+      return make_error("write " + path_.string() + " at byte " + std::to_string(offset) + ": " +
+                        std::to_string(data.size()) + " bytes run past the " +
+                        std::to_string(written_) + " written");
+    }
+    while (!data.empty()) {
+      const ssize_t n = ::pwrite(fd_, data.data(), data.size(), static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno_error("write", path_, errno);
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
+    }
+    return {};
+  }
+
   status truncate_to_written() override {
     if (::ftruncate(fd_, static_cast<off_t>(written_)) != 0) {
       return errno_error("truncate", path_, errno);
@@ -103,6 +124,7 @@ class posix_writable_file final : public writable_file {
  private:
   std::filesystem::path path_;
   int fd_;
+  bool appending_;             // O_APPEND: write_at cannot place bytes
   std::uint64_t written_ = 0;  // bytes appended so far
   std::uint64_t handed_ = 0;   // of which handed to writeback by start_writeback
 };
@@ -231,7 +253,7 @@ class posix_env final : public env {
       const std::filesystem::path& path) override {
     auto f = open_file(path, O_WRONLY | O_CREAT | O_APPEND);
     if (!f) return f.error();
-    return std::unique_ptr<writable_file>(new posix_writable_file(path, f->fd.release()));
+    return std::unique_ptr<writable_file>(new posix_writable_file(path, f->fd.release(), true));
   }
 
   result<std::string> read_file(const std::filesystem::path& path) override {

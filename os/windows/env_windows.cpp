@@ -34,6 +34,36 @@ class windows_writable_file final : public writable_file {
         return os_error("write " + utf8(path_));
       }
       data.remove_prefix(written);
+      written_ += written;
+    }
+    return {};
+  }
+
+  status write_at(std::uint64_t offset, std::string_view data) override {
+    if (at_end_) return make_error("write " + utf8(path_) + ": opened for appending");
+    if (offset > written_ || data.size() > written_ - offset) {
+      return make_error("write " + utf8(path_) + " at byte " + std::to_string(offset) + ": " +
+                        std::to_string(data.size()) + " bytes run past the " +
+                        std::to_string(written_) + " written");
+    }
+    while (!data.empty()) {
+      const DWORD chunk = static_cast<DWORD>(std::min<std::size_t>(data.size(), 1u << 30));
+      OVERLAPPED at{};
+      at.Offset = static_cast<DWORD>(offset & 0xffffffffu);
+      at.OffsetHigh = static_cast<DWORD>(offset >> 32);
+      DWORD written = 0;
+      if (!::WriteFile(h_.get(), data.data(), chunk, &written, &at)) {
+        return os_error("write " + utf8(path_));
+      }
+      data.remove_prefix(written);
+      offset += written;
+    }
+    // A positioned write on a synchronous handle moves its file pointer: back to the end of
+    // what was appended, where the next append belongs.
+    LARGE_INTEGER end;
+    end.QuadPart = static_cast<LONGLONG>(written_);
+    if (!::SetFilePointerEx(h_.get(), end, nullptr, FILE_BEGIN)) {
+      return os_error("seek " + utf8(path_));
     }
     return {};
   }
@@ -53,6 +83,7 @@ class windows_writable_file final : public writable_file {
   std::filesystem::path path_;
   unique_handle h_;
   bool at_end_ = false;
+  std::uint64_t written_ = 0;  // bytes appended through this handle
 };
 
 class windows_readable_file final : public readable_file {

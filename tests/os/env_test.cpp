@@ -76,6 +76,52 @@ TEST_CASE("streaming atomic write appends every piece or leaves the old file", "
   fs::remove_all(dir);
 }
 
+TEST_CASE("write_at patches bytes already written and appends carry on at the end",
+          "[unit][env]") {
+  auto& e = baton::os::env::default_env();
+  const auto dir = scratch_dir("write-at");
+  const auto path = dir / "patched.bin";
+  {
+    auto f = e.new_writable_file(path);
+    REQUIRE(f);
+    REQUIRE((*f)->append("digest=0000;"));
+    REQUIRE((*f)->append("body"));
+    REQUIRE((*f)->write_at(7, "beef"));
+    REQUIRE((*f)->append(";tail"));  // after "body", not after the patch
+    auto past = (*f)->write_at(18, "xyzw");
+    REQUIRE_FALSE(past);
+    CHECK_THAT(past.error().message,
+               Catch::Contains(path.filename().string()) && Catch::Contains("byte 18"));
+    REQUIRE((*f)->sync());
+    REQUIRE((*f)->close());
+  }
+  CHECK(e.read_file(path).value() == "digest=beef;body;tail");
+
+  // Over a reused file that was longer: the patch lands inside this handle's bytes, and the old
+  // tail is cut as before.
+  {
+    auto f = e.reuse_writable_file(path);
+    REQUIRE(f);
+    REQUIRE((*f)->append("id=00;x"));
+    REQUIRE((*f)->write_at(3, "42"));
+    CHECK_FALSE((*f)->write_at(6, "yz"));  // byte 7 was never written by this handle
+    REQUIRE((*f)->truncate_to_written());
+    REQUIRE((*f)->close());
+  }
+  CHECK(e.read_file(path).value() == "id=42;x");
+
+  const auto log = dir / "appended.log";
+  auto a = e.new_appendable_file(log);
+  REQUIRE(a);
+  REQUIRE((*a)->append("line\n"));
+  auto refused = (*a)->write_at(0, "L");
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("appending"));
+  REQUIRE((*a)->close());
+  CHECK(e.read_file(log).value() == "line\n");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("posix readable file reads any range", "[unit][env]") {
   auto& e = baton::os::env::default_env();
   const auto dir = scratch_dir("readable");

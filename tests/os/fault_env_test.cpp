@@ -70,6 +70,21 @@ TEST_CASE("fault_env append can write half and throw", "[unit][fault_env]") {
   CHECK(mem.read_file("/f").value() == "abcd123");
 }
 
+TEST_CASE("fault_env counts and fails write_at as a write", "[unit][fault_env]") {
+  baton::os::mem_env mem;
+  fault_env e(mem);
+  auto f = e.new_writable_file("/f");
+  REQUIRE(f);
+  REQUIRE((*f)->append("abcd"));
+  REQUIRE((*f)->write_at(1, "B"));
+  CHECK(e.op_count(op::append) == 2);
+  e.fail_at(1, "Input/output error");  // counted from arming: the next write
+  auto s = (*f)->write_at(2, "C");
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::Contains("Input/output error"));
+  CHECK(mem.read_file("/f").value() == "aBcd");  // the failed write left the bytes
+}
+
 TEST_CASE("fault_env calls back at the Nth operation", "[unit][fault_env]") {
   baton::os::mem_env mem;
   fault_env e(mem);

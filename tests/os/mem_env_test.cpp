@@ -78,6 +78,27 @@ TEST_CASE("mem_env files keep writing to their inode after rename or truncate", 
   CHECK(e.read_file("/u").value() == "");
 }
 
+TEST_CASE("mem_env write_at patches what the handle wrote, never past it", "[unit][mem_env]") {
+  mem_env e;
+  auto f = e.new_writable_file("/p");
+  REQUIRE(f);
+  REQUIRE((*f)->append("head=00;"));
+  REQUIRE((*f)->write_at(5, "ok"));
+  REQUIRE((*f)->append("tail"));
+  CHECK(e.read_file("/p").value() == "head=ok;tail");
+  auto past = (*f)->write_at(10, "xyz");
+  REQUIRE_FALSE(past);
+  CHECK_THAT(past.error().message, Catch::Contains("/p") && Catch::Contains("byte 10"));
+  REQUIRE((*f)->close());
+  CHECK_FALSE((*f)->write_at(0, "h"));  // closed
+
+  auto a = e.new_appendable_file("/log");
+  REQUIRE(a);
+  REQUIRE((*a)->append("x"));
+  CHECK_FALSE((*a)->write_at(0, "y"));
+  CHECK(e.read_file("/log").value() == "x");
+}
+
 TEST_CASE("mem_env works with os::write_file_atomic", "[unit][mem_env]") {
   mem_env e;
   REQUIRE(e.create_dirs("/d"));
