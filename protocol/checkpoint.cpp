@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
+#include <exception>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -368,7 +371,7 @@ std::size_t digest_hex_offset() { return 8 + header_before_digest().size(); }
 
 }  // namespace
 
-result<std::string> checkpoint_header(const checkpoint_view& c) {
+result<std::string> unsealed_checkpoint_header(const checkpoint_view& c) {
   auto it = c.metadata.find(meta::step);
   std::int64_t step = 0;
   if (it == c.metadata.end()) return make_error("checkpoint metadata has no \"step\"");
@@ -426,47 +429,96 @@ result<std::string> checkpoint_header(const checkpoint_view& c) {
   out += json;
 
   const std::string& hole = header_before_digest();
-  const std::size_t hex_pos = digest_hex_offset();
   if (out.compare(8, hole.size(), hole) != 0) {
     return make_error("internal error: checkpoint header does not start with the digest");
   }
-  // The placeholder is all zeros already, which is what the digest reads in its place.
-  xxh64_stream h;
-  h.update(out);
-  for (const auto& t : c.tensors) h.update(t.bytes);
-  out.replace(hex_pos, digest_hex_len, hex16(h.digest()));
   return out;
 }
 
-result<std::string> write_checkpoint_hashed(const checkpoint_view& c, std::string_view header,
-                                            const byte_sink& sink, std::size_t piece_bytes) {
+namespace {
+
+// Runs a and b through `both`, or one after the other without it, and passes on the first
+// exception either threw once both are done: nothing may escape a thread `both` runs them on.
+void run_both(const side_by_side* both, const std::function<void()>& a,
+              const std::function<void()>& b) {
+  if (both == nullptr) {
+    a();
+    b();
+    return;
+  }
+  std::exception_ptr thrown_a, thrown_b;
+  (*both)(
+      [&] {
+        try {
+          a();
+        } catch (...) {
+          thrown_a = std::current_exception();
+        }
+      },
+      [&] {
+        try {
+          b();
+        } catch (...) {
+          thrown_b = std::current_exception();
+        }
+      });
+  if (thrown_a) std::rethrow_exception(thrown_a);
+  if (thrown_b) std::rethrow_exception(thrown_b);
+}
+
+}  // namespace
+
+result<std::string> checkpoint_header(const checkpoint_view& c) {
+  auto out = unsealed_checkpoint_header(c);
+  if (!out) return out;
+  // The placeholder is all zeros already, which is what the digest reads in its place.
+  xxh64_stream h;
+  h.update(*out);
+  for (const auto& t : c.tensors) h.update(t.bytes);
+  out->replace(digest_hex_offset(), digest_hex_len, hex16(h.digest()));
+  return out;
+}
+
+result<std::string> write_checkpoint_streamed(const checkpoint_view& c, std::string_view header,
+                                              const byte_sink& sink, const byte_patch& patch,
+                                              std::size_t piece_bytes, const side_by_side* both) {
   const std::size_t hex_pos = digest_hex_offset();
-  if (header.size() < hex_pos + digest_hex_len) {
-    return make_error("internal error: checkpoint header too short for its digest");
+  if (header.size() < hex_pos + digest_hex_len ||
+      header.substr(hex_pos, digest_hex_len) != std::string(digest_hex_len, '0')) {
+    return make_error("internal error: checkpoint header has no zeroed digest to fill in");
   }
   if (piece_bytes == 0) piece_bytes = 1;
-  static const std::string zeros(digest_hex_len, '0');
   xxh64_stream h;
-  h.update(header.substr(0, hex_pos));
-  h.update(zeros);
-  h.update(header.substr(hex_pos + digest_hex_len));
+  h.update(header);
   if (auto s = sink(header); !s) return s.error();
-  for (const auto& t : c.tensors) {
-    for (std::size_t at = 0; at < t.bytes.size(); at += piece_bytes) {
-      const std::string_view piece = t.bytes.substr(at, piece_bytes);
-      // Hashed first, then handed over: the sink's copy reads it from cache, and the digest is
-      // of these very bytes, whatever the memory held when the header was made.
-      h.update(piece);
-      if (auto s = sink(piece); !s) return s.error();
+  status written;
+  if (both == nullptr) {
+    for (const auto& t : c.tensors) {
+      for (std::size_t at = 0; at < t.bytes.size() && written; at += piece_bytes) {
+        const std::string_view piece = t.bytes.substr(at, piece_bytes);
+        // Hashed first, then handed over: the sink's copy reads it from cache.
+        h.update(piece);
+        written = sink(piece);
+      }
     }
+  } else {
+    run_both(
+        both,
+        [&] {
+          for (const auto& t : c.tensors) {
+            for (std::size_t at = 0; at < t.bytes.size() && written; at += piece_bytes) {
+              written = sink(t.bytes.substr(at, piece_bytes));
+            }
+          }
+        },
+        [&] {
+          for (const auto& t : c.tensors) h.update(t.bytes);
+        });
   }
-  const std::string written = hex16(h.digest());
-  const std::string_view announced = header.substr(hex_pos, digest_hex_len);
-  if (written != announced) {
-    return make_error("checkpoint tensors changed while being written: the header says xxh64:" +
-                      std::string(announced) + ", the bytes written hash to xxh64:" + written);
-  }
-  return std::string(xxh64_prefix).append(written);
+  if (!written) return written.error();
+  const std::string digits = hex16(h.digest());
+  if (auto s = patch(hex_pos, digits); !s) return s.error();
+  return std::string(xxh64_prefix).append(digits);
 }
 
 std::int64_t checkpoint_view::step() const {
@@ -615,7 +667,7 @@ result<checkpoint_index> index_checkpoint_streamed(const range_reader& read,
 
 status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_into& read,
                                const tensor_destination& dest, std::string_view what,
-                               std::size_t chunk_bytes) {
+                               std::size_t chunk_bytes, const side_by_side* both) {
   const auto fail = [&](const std::string& msg) -> error {
     return make_error(std::string(what) + ": " + msg);
   };
@@ -636,8 +688,19 @@ status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_int
   h.update(zeros);
   h.update(std::string_view(c.head).substr(hole + digest_hex_len));
 
-  std::uint64_t next = c.head.size();  // the tensors tile the file from here, in order
+  // Every piece in file order, each where it lands: its tensor's destination, or (a skipped
+  // tensor) the one scratch buffer, which only a piece-after-piece read can share.
+  struct piece {
+    const tensor_extent* tensor;
+    std::uint64_t done;  // bytes of the tensor before this piece
+    char* to;            // null: the scratch buffer
+    std::size_t size;
+    std::string_view bytes() const { return {to, size}; }
+  };
+  std::vector<piece> pieces;
   std::string scratch;
+  bool skips = false;
+  std::uint64_t next = c.head.size();  // the tensors tile the file from here, in order
   for (const auto& t : c.tensors) {
     if (t.offset != next) return fail("internal error: tensors of the index do not tile the file");
     std::span<char> to = dest(t);
@@ -645,20 +708,67 @@ status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_int
       return fail("internal error: destination of tensor " + in_quotes(t.name) + " holds " +
                   std::to_string(to.size()) + " bytes, the tensor " + std::to_string(t.size));
     }
-    if (to.empty() && t.size > 0) scratch.resize(std::min<std::uint64_t>(chunk_bytes, t.size));
+    if (to.empty() && t.size > 0) {
+      skips = true;
+      scratch.resize(std::max<std::size_t>(
+          scratch.size(), static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, t.size))));
+    }
     for (std::uint64_t done = 0; done < t.size;) {
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, t.size - done));
-      const std::span<char> piece =
-          to.empty() ? std::span<char>(scratch.data(), n) : to.subspan(done, n);
-      if (auto s = read(t.offset + done, piece); !s) {
-        return fail("tensor " + in_quotes(t.name) + ": " + s.error().message);
-      }
-      h.update(std::string_view(piece.data(), piece.size()));
+      pieces.push_back({&t, done, to.empty() ? nullptr : to.data() + done, n});
       done += n;
     }
     next += t.size;
   }
   if (next != c.file_size) return fail("internal error: tensors of the index end before the file");
+
+  const auto read_piece = [&](piece& p) -> status {
+    if (p.to == nullptr) p.to = scratch.data();
+    if (auto s = read(p.tensor->offset + p.done, std::span<char>(p.to, p.size)); !s) {
+      return fail("tensor " + in_quotes(p.tensor->name) + ": " + s.error().message);
+    }
+    return {};
+  };
+  status got;
+  if (both == nullptr || skips) {
+    for (auto& p : pieces) {
+      if (got = read_piece(p); !got) break;
+      h.update(p.bytes());
+    }
+  } else {
+    // The reader publishes how many pieces have landed; the hasher follows it, in order.
+    std::mutex mu;
+    std::condition_variable landed_more;
+    std::size_t landed = 0;
+    bool reader_done = false;
+    run_both(
+        both,
+        [&] {
+          status s;
+          std::size_t i = 0;
+          for (; i < pieces.size(); ++i) {
+            if (s = read_piece(pieces[i]); !s) break;
+            std::lock_guard lock(mu);
+            landed = i + 1;
+            landed_more.notify_one();
+          }
+          std::lock_guard lock(mu);
+          got = std::move(s);
+          reader_done = true;
+          landed_more.notify_one();
+        },
+        [&] {
+          for (std::size_t i = 0; i < pieces.size(); ++i) {
+            {
+              std::unique_lock lock(mu);
+              landed_more.wait(lock, [&] { return landed > i || reader_done; });
+              if (landed <= i) return;  // the reader stopped short: its error says why
+            }
+            h.update(pieces[i].bytes());
+          }
+        });
+  }
+  if (!got) return got;
   const std::string actual = hex16(h.digest());
   if (std::string(xxh64_prefix).append(actual) != dig->second) {
     const std::string msg = c.digest_checked

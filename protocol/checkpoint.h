@@ -86,15 +86,32 @@ status write_checkpoint(const checkpoint_view& c, const byte_sink& sink);
 // header, which comes before them); write_checkpoint is this followed by the tensors' bytes.
 result<std::string> checkpoint_header(const checkpoint_view& c);
 
-// Hands `header` (checkpoint_header(c)) and then c's tensor bytes to `sink`, the tensors in
-// pieces of at most `piece_bytes`, and hashes every byte it hands over as verification does
-// (protocol/README.md, "Digest": its own 16 digits read as '0'). Returns that digest
-// ("xxh64:..."), so a writer can announce its file's digest without reading the file back. An
-// error if it is not the digest the header holds: the viewed memory changed since
-// checkpoint_header, and the file written could never verify.
-result<std::string> write_checkpoint_hashed(const checkpoint_view& c, std::string_view header,
-                                            const byte_sink& sink,
-                                            std::size_t piece_bytes = 256 << 10);
+// Runs `a` and `b` at the same time on two threads where the caller has them (the worker's own
+// team), else `a` and then `b`; returns once both have. Neither throws: callers catch inside.
+// A save then hashes its tensors while it writes them, and a restore hashes each piece while it
+// reads the next: on two cores the hash (a fifth of a save or restore) stops adding to either.
+using side_by_side =
+    std::function<void(const std::function<void()>& a, const std::function<void()>& b)>;
+
+// Writes bytes a sink already took over again, at their offset in the file: the digest's digits
+// once the tensors behind them are hashed (os::writable_file::write_at).
+using byte_patch = std::function<status(std::uint64_t offset, std::string_view bytes)>;
+
+// checkpoint_header with the digest's 16 digits left as zeros: everything validated, nothing
+// hashed (the digest reads those digits as zeros anyway: protocol/README.md, "Digest").
+result<std::string> unsealed_checkpoint_header(const checkpoint_view& c);
+
+// c as a checkpoint file, its tensors read once: hands `sink` the header
+// (unsealed_checkpoint_header(c)), then the tensors in pieces of at most `piece_bytes`, hashing every byte, and then hands `patch` the
+// digits at their offset. Returns the digest ("xxh64:..."), so a writer can announce its file's
+// digest without reading it back. A file whose patch failed keeps its zeros and never verifies. Without `both`, each piece is hashed
+// just before `sink` takes it, so the digest is of the very bytes handed over. With `both`, the
+// hash runs beside the writes on its second thread: the caller promises the viewed memory does
+// not change until this returns (if it did, the file would fail its digest wherever it is read).
+result<std::string> write_checkpoint_streamed(const checkpoint_view& c, std::string_view header,
+                                              const byte_sink& sink, const byte_patch& patch,
+                                              std::size_t piece_bytes = 256 << 10,
+                                              const side_by_side* both = nullptr);
 
 // Serialises to safetensors bytes, setting format, format_version and digest in the metadata.
 // Fails on inconsistent tensors (size not matching shape, duplicate names).
@@ -185,9 +202,12 @@ using tensor_destination = std::function<std::span<char>(const tensor_extent&)>;
 // cache; at the end the file's digest must come out, so a file damaged (digest_check::on_read), or
 // changed or damaged since it was indexed (digest_check::now), is refused, naming `what`, with
 // errc::corrupt_data. On any error the destinations hold partial data, for the caller to throw
-// away.
+// away. With `both`, each piece is hashed on its second thread while the next one is read (the
+// bytes hashed are still the ones in the destinations); a file with a skipped tensor, whose
+// pieces share one scratch buffer, is read one piece after the other as without it.
 status read_checkpoint_tensors(const checkpoint_index& c, const range_reader_into& read,
                                const tensor_destination& dest, std::string_view what,
-                               std::size_t chunk_bytes = 1 << 20);
+                               std::size_t chunk_bytes = 1 << 20,
+                               const side_by_side* both = nullptr);
 
 }  // namespace baton::protocol

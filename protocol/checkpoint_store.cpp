@@ -223,7 +223,7 @@ result<saved_checkpoint> checkpoint_store::save(const checkpoint& c) { return sa
 result<saved_checkpoint> checkpoint_store::save(const checkpoint_view& c) {
   const std::int64_t step = c.step();
   // Validate before touching the folder, so a bad checkpoint leaves no temp file behind.
-  auto header = checkpoint_header(c);
+  auto header = unsealed_checkpoint_header(c);
   if (!header) return with_context("checkpoint for step " + std::to_string(step), header.error());
   if (auto s = env_.create_dirs(dir_); !s) return s.error();
   const auto path = path_for_step(step);
@@ -235,8 +235,12 @@ result<saved_checkpoint> checkpoint_store::save(const checkpoint_view& c) {
     written = os::write_file_atomic(
         env_, path,
         [&](os::writable_file& f) -> status {
-          auto d = write_checkpoint_hashed(c, *header,
-                                           [&](std::string_view piece) { return f.append(piece); });
+          auto d = write_checkpoint_streamed(
+              c, *header, [&](std::string_view piece) { return f.append(piece); },
+              [&](std::uint64_t offset, std::string_view digits) {
+                return f.write_at(offset, digits);
+              },
+              256 << 10, both_ ? &both_ : nullptr);
           if (!d) return d.error();
           digest = std::move(*d);
           return {};

@@ -102,12 +102,16 @@ class checkpoint_store {
 
   // Writes atomically, then removes the oldest beyond `keep`. On failure nothing that was
   // already saved is touched. Returns the path written and the digest of the bytes written
-  // (hashed as they went out, see write_checkpoint_hashed). An error with code
+  // (hashed as they went out, see write_checkpoint_streamed). An error with code
   // errc::saved_but_cleanup_failed means the new checkpoint is durable and only pruning failed.
   result<saved_checkpoint> save(const checkpoint& c);
   // The same for a checkpoint whose tensors are views: their bytes go straight from the viewed
   // memory to the file, so saving needs no memory beyond the header.
   result<saved_checkpoint> save(const checkpoint_view& c);
+  // Lets save() hash the tensors beside its writes, on `both`'s second thread (a writer whose
+  // tensors hold still while it saves: the built-in worker with a team of two or more). Empty,
+  // the default: each piece is hashed just before it is written.
+  void set_side_by_side(side_by_side both) { both_ = std::move(both); }
 
   // Reads `path` back in bounded chunks and verifies it as decode_checkpoint would; returns its
   // digest string ("xxh64:..."). Memory use is the header plus one chunk, whatever the file size.
@@ -169,6 +173,7 @@ class checkpoint_store {
   os::env& env_;
   std::filesystem::path dir_;
   int keep_;
+  side_by_side both_;
 };
 
 }  // namespace baton::protocol

@@ -45,6 +45,25 @@ int set_thread_count(int threads) {
 
 int thread_count() { return omp_get_max_threads(); }
 
+void run_side_by_side(const std::function<void()>& a, const std::function<void()>& b) {
+  if (omp_get_max_threads() < 2 || omp_in_parallel()) {
+    a();
+    b();
+    return;
+  }
+#pragma omp parallel num_threads(2)
+  {
+    if (omp_get_num_threads() < 2) {  // the runtime gave fewer threads than asked
+      a();
+      b();
+    } else if (omp_get_thread_num() == 0) {
+      a();
+    } else {
+      b();
+    }
+  }
+}
+
 void team_barrier::arrive_and_wait() {
   const unsigned gen = generation_.load(std::memory_order_acquire);
   // acq_rel: the last arriver acquires every other thread's writes (release sequence on

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 namespace baton::worker {
 
@@ -19,6 +20,14 @@ namespace baton::worker {
 // float) change, to zero; normal numbers round exactly as before.
 int set_thread_count(int threads);
 int thread_count();
+
+// Runs `a` on the calling thread and `b` on a second thread of the team, at the same time, and
+// returns when both have; one after the other where the team has a single thread (a job that
+// asked for one thread gets no second one here). For the work between steps that splits in two
+// uneven halves: a save's writes and its hash, a restore's reads and its hash. The second thread
+// is the team's own, which has just finished a step and is still spinning for the next one, so
+// it starts at once. Neither may throw (nothing may escape a parallel region).
+void run_side_by_side(const std::function<void()>& a, const std::function<void()>& b);
 
 // Below this much work (roughly flops) waking the team costs more than it saves.
 inline constexpr std::int64_t min_parallel_work = std::int64_t{1} << 15;

@@ -554,7 +554,8 @@ status trainer::restore(const protocol::checkpoint_view& c, std::string_view wha
 }
 
 status trainer::restore(const protocol::checkpoint_index& c,
-                        const protocol::range_reader_into& read, std::string_view what) {
+                        const protocol::range_reader_into& read, std::string_view what,
+                        const protocol::side_by_side* both) {
   auto p = plan_restore(c, what);
   if (!p) return p.error();
   std::vector<std::int64_t> order(p->order.size());
@@ -572,7 +573,9 @@ status trainer::restore(const protocol::checkpoint_index& c,
     auto it = into.find(t.name);
     return it == into.end() ? std::span<char>() : it->second;  // others: read, hashed, dropped
   };
-  if (auto s = protocol::read_checkpoint_tensors(c, read, dest, what); !s) return s;
+  if (auto s = protocol::read_checkpoint_tensors(c, read, dest, what, 1 << 20, both); !s) {
+    return s;
+  }
   const std::string_view order_bytes(reinterpret_cast<const char*>(order.data()),
                                      order.size() * sizeof order[0]);
   const std::string_view rng_bytes(reinterpret_cast<const char*>(words.data()), sizeof words);

@@ -91,9 +91,10 @@ class trainer {
   // (protocol::read_checkpoint_tensors, which checks the file's digest again as the bytes land),
   // so no copy of the file is ever held. The header is checked whole before the first byte is
   // read, and a failure there changes nothing; a failed read or digest after that leaves the
-  // trainer awaiting_restore() (its tensors partly written).
+  // trainer awaiting_restore() (its tensors partly written). With `both`, the hash runs beside
+  // the reads (protocol::side_by_side).
   status restore(const protocol::checkpoint_index& c, const protocol::range_reader_into& read,
-                 std::string_view what);
+                 std::string_view what, const protocol::side_by_side* both = nullptr);
 
   // The state at the current step boundary as a checkpoint (tensor names in protocol/README.md).
   protocol::checkpoint snapshot();

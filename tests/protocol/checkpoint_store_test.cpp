@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <span>
+#include <thread>
 
 #include "os/fault_env.h"
 #include "os/mem_env.h"
@@ -34,6 +35,15 @@ std::vector<std::string> names(baton::os::env& e, const fs::path& dir) {
 }
 
 const fs::path dir = "/jobs/a/checkpoints";
+
+// A save's hash beside its writes, on a thread of its own (as the worker's team runs it).
+void hash_beside(checkpoint_store& s) {
+  s.set_side_by_side([](const std::function<void()>& a, const std::function<void()>& b) {
+    std::thread second(b);
+    a();
+    second.join();
+  });
+}
 
 }  // namespace
 
@@ -172,6 +182,9 @@ TEST_CASE("checkpoint store save failures leave the previous file intact",
   baton::os::mem_env mem;
   baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 3);
+  const bool beside = GENERATE(false, true);
+  INFO((beside ? "hashed beside the writes" : "hashed inline"));
+  if (beside) hash_beside(s);
   REQUIRE(s.save(at_step(5)));
   const auto old_path = s.path_for_step(5);
   const auto before = mem.read_file(old_path);
@@ -202,6 +215,15 @@ TEST_CASE("checkpoint store save failures leave the previous file intact",
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains("No space left on device") &&
                                       Catch::Contains(s.path_for_step(6).string()));
+    check_intact();
+  }
+  SECTION("the digest's patch fails") {
+    // The header, the one tensor's piece, then the patch: the third write.
+    e.fail_at(3, "No space left on device", false, baton::os::fault_env::op::append);
+    auto r = s.save(at_step(6));
+    REQUIRE_FALSE(r);
+    CHECK(e.faults_fired() == 1);
+    CHECK_THAT(r.error().message, Catch::Contains("No space left on device"));
     check_intact();
   }
   SECTION("fsync fails") {
@@ -361,6 +383,9 @@ TEST_CASE("checkpoint store streaming save failing halfway leaves the old file i
   baton::os::mem_env mem;
   baton::os::fault_env e(mem);
   checkpoint_store s(e, dir, 3);
+  const bool beside = GENERATE(false, true);
+  INFO((beside ? "hashed beside the writes" : "hashed inline"));
+  if (beside) hash_beside(s);
   REQUIRE(s.save(at_step(5)));
   const auto old_path = s.path_for_step(5);
   const auto before = mem.read_file(old_path);
@@ -672,9 +697,12 @@ TEST_CASE("checkpoint store save returns the digest verify reads back, at every 
   for (const std::int64_t floats : {0, 1, 65535, 65536, 65537, 3 * 65536 + 1, 1000003}) {
     for (const bool view : {false, true}) {
       for (baton::os::env* e : {static_cast<baton::os::env*>(&mem), &real}) {
+        const bool beside = view && floats % 2 == 1;
         INFO(floats << " floats, " << (view ? "view" : "owned") << " save, "
-                    << (e == &mem ? "mem_env" : "real file system"));
+                    << (e == &mem ? "mem_env" : "real file system")
+                    << (beside ? ", hashed beside the writes" : ""));
         checkpoint_store s(*e, e == &mem ? dir : real_dir, 2);
+        if (beside) hash_beside(s);
         checkpoint c = at_step(floats + 1);
         c.tensors[0].shape = {floats};
         c.tensors[0].bytes.resize(static_cast<std::size_t>(floats) * 4);

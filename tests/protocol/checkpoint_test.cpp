@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <span>
+#include <thread>
 
 #include "protocol/digest.h"
 
@@ -713,52 +714,204 @@ TEST_CASE("decode_checkpoint_view views the buffer and matches decode_checkpoint
   CHECK_THAT(r.error().message, Catch::Contains("bad.safetensors") && Catch::Contains("digest"));
 }
 
-TEST_CASE("write_checkpoint_hashed hands over the file in pieces and returns its digest",
+namespace streamed_write {
+// The three ways a streamed write may run its hash: inline, through a side_by_side that runs
+// its two tasks one after the other (a team of one), and on two real threads.
+const side_by_side one_after_other = [](const std::function<void()>& a,
+                                        const std::function<void()>& b) {
+  a();
+  b();
+};
+const side_by_side two_threads = [](const std::function<void()>& a,
+                                    const std::function<void()>& b) {
+  std::thread second(b);
+  a();
+  second.join();
+};
+std::vector<std::pair<const char*, const side_by_side*>> modes() {
+  return {{"inline", nullptr}, {"one after the other", &one_after_other},
+          {"two threads", &two_threads}};
+}
+
+// A file in memory that takes pieces and patches as os::writable_file does.
+struct file_in_memory {
+  std::string bytes;
+  std::size_t pieces = 0, largest = 0, patches = 0;
+  byte_sink sink() {
+    return [this](std::string_view p) -> baton::status {
+      bytes += p;
+      if (++pieces > 1) largest = std::max(largest, p.size());
+      return {};
+    };
+  }
+  byte_patch patch() {
+    return [this](std::uint64_t at, std::string_view p) -> baton::status {
+      REQUIRE(at + p.size() <= bytes.size());
+      bytes.replace(static_cast<std::size_t>(at), p.size(), p);
+      ++patches;
+      return {};
+    };
+  }
+};
+}  // namespace streamed_write
+
+TEST_CASE("write_checkpoint_streamed writes the file in pieces and patches its digest in",
           "[unit][checkpoint]") {
   const checkpoint c = sample();
   auto whole = encode_checkpoint(c);
   REQUIRE(whole);
-  auto header = checkpoint_header(view_of(c));
+  auto header = unsealed_checkpoint_header(view_of(c));
   REQUIRE(header);
-  CHECK(whole->compare(0, header->size(), *header) == 0);
-  for (const std::size_t piece : {std::size_t{1}, std::size_t{5}, std::size_t{256 << 10}}) {
-    INFO("pieces of " << piece);
-    std::string joined;
-    std::size_t pieces = 0, largest = 0;
-    auto d = write_checkpoint_hashed(
-        view_of(c), *header,
-        [&](std::string_view p) -> baton::status {
-          joined += p;
-          ++pieces;
-          if (pieces > 1) largest = std::max(largest, p.size());
-          return {};
-        },
-        piece);
-    REQUIRE(d);
-    CHECK(joined == *whole);
-    CHECK(*d == *checkpoint_digest(*whole));
-    CHECK(largest <= piece);
+  auto sealed = checkpoint_header(view_of(c));
+  REQUIRE(sealed);
+  REQUIRE(header->size() == sealed->size());
+  CHECK(*header != *sealed);  // only the digits differ
+  for (const auto& [mode, both] : streamed_write::modes()) {
+    for (const std::size_t piece : {std::size_t{1}, std::size_t{5}, std::size_t{256 << 10}}) {
+      INFO(mode << ", pieces of " << piece);
+      streamed_write::file_in_memory f;
+      auto d = write_checkpoint_streamed(view_of(c), *header, f.sink(), f.patch(), piece, both);
+      REQUIRE(d);
+      CHECK(f.bytes == *whole);
+      CHECK(*d == *checkpoint_digest(*whole));
+      CHECK(f.patches == 1);
+      CHECK(f.largest <= piece);
+    }
   }
 }
 
-TEST_CASE("write_checkpoint_hashed refuses tensors that change while they are written",
+TEST_CASE("write_checkpoint_streamed hashes the bytes it hands over, and passes errors on",
           "[unit][checkpoint]") {
   checkpoint c = sample();
   auto v = view_of(c);
-  auto header = checkpoint_header(v);
+  auto header = unsealed_checkpoint_header(v);
   REQUIRE(header);
+  // Inline, a tensor that changes after the header went out is hashed as it is written: the file
+  // holds the new byte and verifies.
+  streamed_write::file_in_memory f;
+  const byte_sink inner = f.sink();
   int calls = 0;
-  auto d = write_checkpoint_hashed(v, *header, [&](std::string_view) -> baton::status {
-    // After the header went out, a byte of the first tensor changes (a race in the writer).
-    if (++calls == 1) c.tensors[0].bytes[0] ^= 1;
-    return {};
-  });
-  REQUIRE_FALSE(d);
-  CHECK_THAT(d.error().message, Catch::Contains("changed while being written"));
-  // A sink's error stops the write and is passed on.
-  auto failed = write_checkpoint_hashed(
-      view_of(sample()), *checkpoint_header(view_of(sample())),
-      [](std::string_view) -> baton::status { return baton::make_error("disk full"); });
-  REQUIRE_FALSE(failed);
-  CHECK(failed.error().message == "disk full");
+  auto d = write_checkpoint_streamed(
+      v, *header,
+      [&](std::string_view p) {
+        if (++calls == 1) c.tensors[0].bytes[0] ^= 1;
+        return inner(p);
+      },
+      f.patch());
+  REQUIRE(d);
+  CHECK(checkpoint_digest(f.bytes).value() == *d);
+  CHECK(decode_checkpoint(f.bytes, "changed").value().tensors[0].bytes == c.tensors[0].bytes);
+
+  const checkpoint clean = sample();
+  auto clean_header = unsealed_checkpoint_header(view_of(clean));
+  REQUIRE(clean_header);
+  for (const auto& [mode, both] : streamed_write::modes()) {
+    INFO(mode);
+    // A sink's error stops the write, is passed on, and nothing is patched.
+    std::size_t patched = 0;
+    auto failed = write_checkpoint_streamed(
+        view_of(clean), *clean_header,
+        [n = 0](std::string_view) mutable -> baton::status {
+          if (++n == 2) return baton::make_error("disk full");
+          return {};
+        },
+        [&](std::uint64_t, std::string_view) -> baton::status {
+          ++patched;
+          return {};
+        },
+        1, both);
+    REQUIRE_FALSE(failed);
+    CHECK(failed.error().message == "disk full");
+    CHECK(patched == 0);
+    // A sink that throws: the exception comes out of the call once the hash is done too.
+    CHECK_THROWS_WITH(write_checkpoint_streamed(
+                          view_of(clean), *clean_header,
+                          [](std::string_view p) -> baton::status {
+                            if (p.size() == 4) throw std::runtime_error("half written");
+                            return {};
+                          },
+                          streamed_write::file_in_memory().patch(), 4, both),
+                      "half written");
+  }
+  // A failed patch is a failed write.
+  streamed_write::file_in_memory g;
+  auto unpatched = write_checkpoint_streamed(
+      view_of(clean), *clean_header, g.sink(),
+      [](std::uint64_t, std::string_view) { return baton::make_error("patch refused"); });
+  REQUIRE_FALSE(unpatched);
+  CHECK(unpatched.error().message == "patch refused");
+  CHECK_FALSE(checkpoint_digest(g.bytes));  // zeros where the digits go: it never verifies
+  // A header whose digits are not zeros cannot be the one the digest covers.
+  auto sealed = checkpoint_header(view_of(clean));
+  REQUIRE(sealed);
+  auto wrong = write_checkpoint_streamed(view_of(clean), *sealed, g.sink(), g.patch());
+  REQUIRE_FALSE(wrong);
+  CHECK_THAT(wrong.error().message, Catch::Contains("zeroed digest"));
+}
+
+TEST_CASE("read_checkpoint_tensors hashes beside its reads and refuses the same damage",
+          "[unit][checkpoint]") {
+  const checkpoint c = sample();
+  auto bytes = encode_checkpoint(c);
+  REQUIRE(bytes);
+  for (const auto& [mode, both] : streamed_write::modes()) {
+    for (std::size_t chunk : {std::size_t{1}, std::size_t{5}, std::size_t{1} << 20}) {
+      for (const bool skip : {false, true}) {
+        INFO(mode << ", chunk " << chunk << (skip ? ", the second tensor skipped" : ""));
+        auto idx = index_checkpoint_streamed(reader_of(*bytes), bytes->size(), "f", chunk,
+                                             digest_check::on_read);
+        REQUIRE(idx);
+        std::vector<std::string> into(c.tensors.size());
+        const auto dest = [&](const tensor_extent& t) -> std::span<char> {
+          const auto i = static_cast<std::size_t>(&t - idx->tensors.data());
+          if (skip && i == 1) return {};
+          into[i].assign(t.size, '?');
+          return {into[i].data(), into[i].size()};
+        };
+        REQUIRE(read_checkpoint_tensors(*idx, reader_into(*bytes), dest, "f", chunk, both));
+        for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+          if (!(skip && i == 1)) CHECK(into[i] == c.tensors[i].bytes);
+        }
+      }
+    }
+  }
+  auto enc = encode_checkpoint(small());
+  REQUIRE(enc);
+  const std::string small_bytes = *enc;
+  auto idx = index_checkpoint_streamed(reader_of(small_bytes), small_bytes.size(), "/c/f", 3,
+                                       digest_check::on_read);
+  REQUIRE(idx);
+  std::string w(8, '\0'), t(8, '\0');
+  const auto dest = [&](const tensor_extent& e) -> std::span<char> {
+    return e.name == "w" ? std::span<char>(w.data(), 8) : std::span<char>(t.data(), 8);
+  };
+  for (const auto& [mode, both] : streamed_write::modes()) {
+    INFO(mode);
+    // Every flipped bit of the tensor bytes: the digest no longer comes out.
+    for (std::size_t i = idx->head.size() * 8; i < small_bytes.size() * 8; ++i) {
+      std::string bad = small_bytes;
+      bad[i / 8] = static_cast<char>(bad[i / 8] ^ (1 << (i % 8)));
+      INFO("bit " << i);
+      const auto r = read_checkpoint_tensors(*idx, reader_into(bad), dest, "/c/f", 3, both);
+      REQUIRE_FALSE(r);
+      CHECK(r.error().code == baton::errc::corrupt_data);
+    }
+    // A read that fails partway stops both threads and names the tensor: the hasher never waits
+    // for a piece that is not coming.
+    for (int fail_at = 1; fail_at <= 6; ++fail_at) {
+      INFO("read " << fail_at << " fails");
+      int reads = 0;
+      const range_reader_into failing = [&](std::uint64_t offset,
+                                            std::span<char> out) -> baton::status {
+        if (++reads == fail_at) return baton::make_error("read f: Input/output error");
+        return reader_into(small_bytes)(offset, out);
+      };
+      const auto r = read_checkpoint_tensors(*idx, failing, dest, "/c/f", 3, both);
+      REQUIRE_FALSE(r);
+      CHECK_THAT(r.error().message, Catch::Contains("read f: Input/output error") &&
+                                        Catch::Contains("tensor \""));
+    }
+    REQUIRE(read_checkpoint_tensors(*idx, reader_into(small_bytes), dest, "/c/f", 3, both));
+    CHECK(w == small().tensors[0].bytes);
+  }
 }
