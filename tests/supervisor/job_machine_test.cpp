@@ -685,6 +685,25 @@ TEST_CASE("a worker stopped from outside (exit 3 after done) is restarted, not a
   CHECK(d.job.consecutive_failures == 1);
 }
 
+TEST_CASE("a worker stopped from outside before a new checkpoint is stopped, and backs off",
+          "[unit][job_machine]") {
+  // A service manager's SIGTERM reaches a worker that is still restoring before the daemon's own
+  // pause does: it exits 3 after `done` at the step it resumed from.
+  driver d;
+  d.cfg.restart.max_failures = 2;
+  d.run_worker(0);
+  auto a =
+      d.on(ev::worker_exited{exit_status::exited(3), baton::protocol::done_msg{0, false}, 500});
+  CHECK(std::find(a.begin(), a.end(),
+                  "record_exit{stopped,exit code 3,stopped by a signal from outside at step 0, no "
+                  "checkpoint past step 0}") != a.end());
+  CHECK(d.job.consecutive_failures == 1);
+  CHECK(d.phase() == "backoff");
+  // The daemon's pause then lands on a job waiting out its backoff.
+  d.on(ev::pause_requested{"the baton daemon is shutting down"});
+  CHECK(d.phase() == "paused");
+}
+
 TEST_CASE("a hard kill also teaches a time budget, for workers that report rarely",
           "[unit][job_machine]") {
   driver d;
