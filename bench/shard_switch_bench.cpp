@@ -64,19 +64,31 @@ struct run_result {
   double overhead() const { return training ? seconds - *training : NAN; }
 };
 
-// Sums "N steps in T s (the first F ms)" over the lines of a job log (worker/worker_main.cpp),
-// each shard's time with its first step replaced by the mean of its others.
+// Sums "N steps in T s (the first F ms[; the first H in A ms, the last L in B ms])" over the
+// lines of a job log (worker/worker_main.cpp): each shard's time with its first and last steps
+// at the pace of the ones between (a worker from before the edges' timing: its first step at
+// the mean of its others).
 std::optional<double> training_seconds(const fs::path& log) {
   std::ifstream in(log);
   if (!in) return std::nullopt;
-  const std::regex shard(R"(\((?:.*, )?(\d+) steps in ([0-9.]+) s \(the first ([0-9.]+) ms\))");
+  const std::regex shard(
+      R"(\((?:.*, )?(\d+) steps in ([0-9.]+) s \(the first ([0-9.]+) ms)"
+      R"((?:; the first (\d+) in ([0-9.]+) ms, the last (\d+) in ([0-9.]+) ms)?\))");
   std::optional<double> total;
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
     if (!std::regex_search(line, m, shard)) continue;
     const double n = std::stod(m[1].str()), t = std::stod(m[2].str());
     const double first = std::stod(m[3].str()) / 1000.0;
-    total = total.value_or(0.0) + (n > 1 ? (t - first) * n / (n - 1) : t);
+    if (m[4].matched) {
+      // A worker that timed its shard's edges: the middle's pace for every step, so that what a
+      // switch costs the steps around it is the switch's.
+      const double head = std::stod(m[4].str()), tail = std::stod(m[6].str());
+      const double edges = (std::stod(m[5].str()) + std::stod(m[7].str())) / 1000.0;
+      total = total.value_or(0.0) + (t - edges) * n / (n - head - tail);
+    } else {
+      total = total.value_or(0.0) + (n > 1 ? (t - first) * n / (n - 1) : t);
+    }
   }
   return total;
 }

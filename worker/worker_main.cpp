@@ -268,6 +268,13 @@ int run(worker_options opt, clock_type::time_point began) {
   const std::int64_t first_step = t.step();
   const auto restored = clock_type::now();
   std::optional<clock_type::time_point> first_step_done;
+  // The shard's first and last `edge` steps, timed apart: a switch slows the steps around it
+  // (the next worker's set-up beside the last ones, the supervisor's check of the checkpoint
+  // and the old worker's exit beside the first), and shard_switch_bench counts that as the
+  // switch's, not as training. Only in a shard long enough to have a middle left.
+  constexpr std::int64_t edge = 32;
+  const bool timed_edges = boundary - first_step >= 3 * edge;
+  std::optional<clock_type::time_point> head_done, tail_began;
   send(progress(t, nullptr, 0.0, boundary));
   auto last_report = clock_type::now();
   std::int64_t samples_since_report = 0;
@@ -284,6 +291,8 @@ int run(worker_options opt, clock_type::time_point began) {
     }
     const step_outcome out = t.run_step();
     if (!first_step_done) first_step_done = clock_type::now();
+    if (timed_edges && t.step() == first_step + edge) head_done = clock_type::now();
+    if (timed_edges && t.step() == boundary - edge) tail_began = clock_type::now();
     leak.step();
     samples_since_report += out.batch_size;
     const auto now = clock_type::now();
@@ -334,12 +343,22 @@ int run(worker_options opt, clock_type::time_point began) {
   if (opt.start_ahead) timings += ", waited " + ms(set_up, turn) + " for its turn";
   if (resumed_step) timings += ", restore " + ms(turn, restored);
   if (first_step_done) {
-    char steps[96];
-    std::snprintf(steps, sizeof steps, ", %lld steps in %.3f s (the first %.1f ms)",
+    const auto in_ms = [](clock_type::time_point a, clock_type::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    char steps[160];
+    std::snprintf(steps, sizeof steps, ", %lld steps in %.3f s (the first %.1f ms",
                   static_cast<long long>(t.step() - first_step),
                   std::chrono::duration<double>(trained - restored).count(),
-                  std::chrono::duration<double, std::milli>(*first_step_done - restored).count());
+                  in_ms(restored, *first_step_done));
     timings += steps;
+    if (head_done && tail_began && t.step() == boundary) {
+      std::snprintf(steps, sizeof steps, "; the first %lld in %.1f ms, the last %lld in %.1f ms",
+                    static_cast<long long>(edge), in_ms(restored, *head_done),
+                    static_cast<long long>(edge), in_ms(*tail_began, trained));
+      timings += steps;
+    }
+    timings += ")";
   }
   timings += ", save " + ms(trained, clock_type::now());
   log("wrote " + path.string() + (t.finished() ? "; job complete" : "") + " (" + timings + ")");
