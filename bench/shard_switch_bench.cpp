@@ -77,7 +77,12 @@ std::optional<double> training_seconds(const fs::path& log) {
   std::optional<double> total;
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (!std::regex_search(line, m, shard)) continue;
+    if (!std::regex_search(line, m, shard)) {
+      // A format this bench no longer reads would silently leave the steps out of training.
+      if (line.find(" steps in ") != std::string::npos && line.find("wrote ") != std::string::npos)
+        die("cannot read the training time in " + log.string() + ": " + line);
+      continue;
+    }
     const double n = std::stod(m[1].str()), t = std::stod(m[2].str());
     const double first = std::stod(m[3].str()) / 1000.0;
     if (m[4].matched) {

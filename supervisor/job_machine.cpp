@@ -340,27 +340,23 @@ void on_exit(step& t, const ev::worker_exited& e) {
     return;
   }
   const bool stopped_outside = e.status == os::exit_status::exited(3) && e.last_done;
-  if (stopped_outside && !progressed) {
-    // Stopped from outside before it got a new checkpoint out: nothing was lost, so the shard is
-    // recorded as stopped, not crashed. A service manager signals the daemon's whole control
-    // group, so a worker still restoring when the daemon is stopped lands here before the
-    // daemon's own pause does. It still counts as a failure: a worker stopped at every start
-    // backs off and the job ends, never a 1 s respawn loop.
-    const auto detail = "stopped by a signal from outside at step " +
-                        std::to_string(e.last_done->step) + ", no checkpoint past step " +
-                        std::to_string(s.shard_start_step);
-    t.emit(act::record_exit{exit_cause::stopped, e.status, detail});
-    t.fail("stopped from outside without a new checkpoint", detail, e.now_ms);
-    return;
-  }
-  if (clean && !progressed) {
+  if ((clean || stopped_outside) && !progressed) {
     // A shard that ends without a new checkpoint did nothing; the next worker would start from
     // the same step. Counted as a failure, so it backs off and ends, never a 1 s respawn loop.
-    const auto detail = "done at step " + std::to_string(e.last_done->step) + " (" +
-                        e.status.describe() + ") with no checkpoint past step " +
-                        std::to_string(s.shard_start_step);
-    t.emit(act::record_exit{exit_cause::crashed, e.status, detail});
-    t.fail("ended its shard without a new checkpoint", detail, e.now_ms);
+    // Stopped from outside, nothing was lost, so it is recorded as stopped, not crashed: a
+    // service manager signals the daemon's whole control group, so a worker still restoring
+    // when the daemon is stopped lands here before the daemon's own pause does.
+    const auto at = std::to_string(e.last_done->step);
+    const auto past = std::to_string(s.shard_start_step);
+    const auto detail = stopped_outside ? "stopped by a signal from outside at step " + at +
+                                              ", no checkpoint past step " + past
+                                        : "done at step " + at + " (" + e.status.describe() +
+                                              ") with no checkpoint past step " + past;
+    t.emit(act::record_exit{stopped_outside ? exit_cause::stopped : exit_cause::crashed, e.status,
+                            detail});
+    t.fail(stopped_outside ? "stopped from outside without a new checkpoint"
+                           : "ended its shard without a new checkpoint",
+           detail, e.now_ms);
     return;
   }
   if (stopped_outside) {

@@ -290,12 +290,12 @@ int run(worker_options opt, clock_type::time_point began) {
       std::abort();
     }
     const step_outcome out = t.run_step();
-    if (!first_step_done) first_step_done = clock_type::now();
-    if (timed_edges && t.step() == first_step + edge) head_done = clock_type::now();
-    if (timed_edges && t.step() == boundary - edge) tail_began = clock_type::now();
+    const auto now = clock_type::now();
+    if (!first_step_done) first_step_done = now;
+    if (timed_edges && t.step() == first_step + edge) head_done = now;
+    if (timed_edges && t.step() == boundary - edge) tail_began = now;
     leak.step();
     samples_since_report += out.batch_size;
-    const auto now = clock_type::now();
     const double secs = std::chrono::duration<double>(now - last_report).count();
     // Ten reports a second: often enough for the supervisor to learn how many steps a worker
     // gets through before its memory budget, cheap enough (one short line) to never matter.
