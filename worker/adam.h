@@ -29,7 +29,7 @@ class adam final : public optimizer {
  private:
   float alpha_ = 0;  // of the step in progress
   float lr_, beta_1_, beta_2_, one_minus_beta_1_, one_minus_beta_2_, epsilon_;
-  std::vector<std::unique_ptr<float[]>> m_, v_;  // params_[k].value.size() each
+  std::vector<storage<float>> m_, v_;  // params_[k].value.size() each
 };
 
 }  // namespace baton::worker

@@ -166,7 +166,7 @@ dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch
                             input_gradient input_grad)
     : act_(act),
       padded_batch_(round_up(max_batch, lanes<S>)),
-      kernel_(inputs, units),  // Eigen leaves a sized matrix uninitialised
+      kernel_(inputs, units, fill),
       bias_(units),
       kernel_grad_(inputs, units),
       bias_grad_(units),
@@ -174,7 +174,6 @@ dense_layer<S>::dense_layer(idx inputs, idx units, activation act, idx max_batch
       out_grad_(row_matrix<S>::Zero(max_batch, units)),
       grad_t_(input_grad == input_gradient::computed ? row_matrix<S>::Zero(units, padded_batch_)
                                                      : row_matrix<S>()) {
-  prepare_storage(kernel_.data(), static_cast<std::size_t>(kernel_.size()), fill);
   prepare_storage(bias_.data(), static_cast<std::size_t>(bias_.size()), fill);
 }
 
@@ -192,7 +191,7 @@ void dense_layer<S>::forward_team(const_matrix_map<S> x, bool apply_activation, 
   if (c.begin < c.end) {
     S* z = out_.data() + c.begin;
     gemm<S, wide_rows, wide_vectors>(rows, c.end - c.begin, k, x.data(), x.cols(), 1,
-                                     kernel_.data() + c.begin, n, z, n, forward_depth_block);
+                                     kernel().data() + c.begin, n, z, n, forward_depth_block);
     // Bias and (elementwise) activation on the block just written, while it is in cache.
     bias_activation_block<S>(elementwise(a) ? a : activation::linear, z, rows, c.end - c.begin, n,
                              bias_.data() + c.begin);
@@ -242,7 +241,7 @@ void dense_layer<S>::backward_team(const_matrix_map<S> x, const team& t, S* scra
     const idx pr = std::min(panel_rows, kr.end - k0);
     if (dx && rows > 0) {
       // dX^T[k0 .. k0+pr) = W[k0 .. k0+pr) dZ^T: sums over units, W rows streamed in order.
-      gemm<S, tall_rows, tall_vectors>(pr, bp, n, kernel_.data() + k0 * n, n, 1, grad_t_.data(),
+      gemm<S, tall_rows, tall_vectors>(pr, bp, n, kernel().data() + k0 * n, n, 1, grad_t_.data(),
                                        padded_batch_, dxt_block, bp, n);
       if (lower_elementwise) {
         // The layer below's dL/dZ = dL/dY * act'(Y), elementwise as activation_backward computes

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "worker/activation.h"
+#include "worker/large_matrix.h"
 #include "worker/parallel.h"
 #include "worker/parameter.h"
 #include "worker/tensor.h"
@@ -45,8 +46,8 @@ class dense_layer {
               storage_fill fill = storage_fill::zeroed,
               input_gradient input_grad = input_gradient::computed);
 
-  idx inputs() const { return kernel_.rows(); }
-  idx units() const { return kernel_.cols(); }
+  idx inputs() const { return kernel_.view().rows(); }
+  idx units() const { return kernel_.view().cols(); }
   idx max_batch() const { return out_.rows(); }
   activation act() const { return act_; }
 
@@ -88,9 +89,9 @@ class dense_layer {
   // Elements of scratch one thread's backward_team needs: a block of dW rows and of dX^T rows.
   idx scratch_size() const;
 
-  row_matrix<S>& kernel() { return kernel_; }
+  matrix_map<S>& kernel() { return kernel_.view(); }
   row_vector<S>& bias() { return bias_; }
-  const row_matrix<S>& kernel() const { return kernel_; }
+  const matrix_map<S>& kernel() const { return kernel_.view(); }
   const row_vector<S>& bias() const { return bias_; }
   row_matrix<S>& kernel_grad() { return kernel_grad_; }
   row_vector<S>& bias_grad() { return bias_grad_; }
@@ -99,7 +100,7 @@ class dense_layer {
   activation act_;
   idx rows_ = 0;      // rows of the last forward pass
   idx padded_batch_;  // max_batch rounded up to the SIMD width
-  row_matrix<S> kernel_;
+  large_matrix<S> kernel_;
   row_vector<S> bias_;
   row_matrix<S> kernel_grad_;
   row_vector<S> bias_grad_;

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "os/huge_pages.h"
@@ -67,13 +69,25 @@ void prepare_storage(S* p, std::size_t n, storage_fill fill) {
   }
 }
 
-// An array of n elements, zeroed or not as `fill` says. Uninitialised, a large array is only
-// address space until written (no page is faulted in by the allocation). Large arrays get huge
-// pages (os::advise_huge_pages) before their first write, so filling them, by the zeroing or by
-// a restore, faults once per 2 MiB.
+// Frees an array make_storage made.
+struct storage_free {
+  void operator()(void* p) const noexcept { os::free_large_buffer(p); }
+};
+
+// An array make_storage made: S is trivial, so nothing is destroyed but the memory.
 template <class S>
-std::unique_ptr<S[]> make_storage(std::size_t n, storage_fill fill) {
-  auto p = std::make_unique_for_overwrite<S[]>(n);
+using storage = std::unique_ptr<S[], storage_free>;
+
+// An array of n elements, zeroed or not as `fill` says. Uninitialised, a large array is only
+// address space until written (no page is faulted in by the allocation). An array of 2 MiB or
+// more starts on a huge page (os::allocate_large_buffer), and its huge pages are advised before
+// its first write, so filling it, by the zeroing or by a restore, faults once per 2 MiB up to its
+// last partial huge page. Throws std::bad_alloc as `new` does.
+template <class S>
+storage<S> make_storage(std::size_t n, storage_fill fill) {
+  static_assert(std::is_trivial_v<S>);
+  storage<S> p(static_cast<S*>(os::allocate_large_buffer(n * sizeof(S))));
+  if (!p) throw std::bad_alloc();
   prepare_storage(p.get(), n, fill);
   return p;
 }

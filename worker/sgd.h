@@ -26,7 +26,7 @@ class sgd final : public optimizer {
  private:
   float lr_, momentum_;
   bool nesterov_;
-  std::vector<std::unique_ptr<float[]>> velocity_;  // params_[k].value.size() each
+  std::vector<storage<float>> velocity_;  // params_[k].value.size() each
 };
 
 }  // namespace baton::worker

@@ -1,6 +1,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "os/huge_pages.h"
 
@@ -22,5 +23,18 @@ std::size_t advise_huge_pages(void* data, std::size_t bytes) {
   return 0;
 #endif
 }
+
+void* allocate_large_buffer(std::size_t bytes) noexcept {
+  std::size_t align = 64;
+#ifdef MADV_HUGEPAGE
+  // The huge page's head start costs no memory: the skipped address space is never touched.
+  if (bytes >= (std::size_t{2} << 20)) align = std::size_t{2} << 20;
+#endif
+  void* p = nullptr;
+  if (::posix_memalign(&p, align, bytes == 0 ? 1 : bytes) != 0) return nullptr;
+  return p;
+}
+
+void free_large_buffer(void* p) noexcept { std::free(p); }
 
 }  // namespace baton::os

@@ -1,3 +1,5 @@
+#include <malloc.h>
+
 #include "os/huge_pages.h"
 
 namespace baton::os {
@@ -9,5 +11,11 @@ std::size_t advise_huge_pages(void* data, std::size_t bytes) {
   (void)bytes;
   return 0;
 }
+
+void* allocate_large_buffer(std::size_t bytes) noexcept {
+  return ::_aligned_malloc(bytes == 0 ? 1 : bytes, 64);
+}
+
+void free_large_buffer(void* p) noexcept { ::_aligned_free(p); }
 
 }  // namespace baton::os

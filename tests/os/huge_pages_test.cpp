@@ -27,3 +27,27 @@ TEST_CASE("advise_huge_pages advises only whole aligned huge pages inside the bu
   CHECK(buf[0] == 'a');
   CHECK(buf[5 * huge - 1] == 'z');
 }
+
+TEST_CASE("allocate_large_buffer starts a buffer of a huge page or more on a huge page",
+          "[unit][huge_pages]") {
+  constexpr std::size_t huge = std::size_t{2} << 20;
+  for (const std::size_t bytes :
+       {std::size_t{1}, std::size_t{4096}, huge - 1, huge, 7 * huge + 3}) {
+    INFO("bytes " << bytes);
+    void* p = baton::os::allocate_large_buffer(bytes);
+    REQUIRE(p != nullptr);
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    CHECK(at % 64 == 0);
+#if defined(__linux__)
+    // Where the buffer can hold a huge page, it starts on one, so all its whole 2 MiB can be.
+    if (bytes >= huge) CHECK(at % huge == 0);
+#endif
+    auto* c = static_cast<char*>(p);
+    c[0] = 'a';
+    c[bytes - 1] = 'z';
+    CHECK(c[0] == 'a');
+    CHECK(c[bytes - 1] == 'z');
+    baton::os::free_large_buffer(p);
+  }
+  baton::os::free_large_buffer(nullptr);  // as free() does: nothing
+}
