@@ -25,8 +25,11 @@ inline constexpr int folder_format_version = 1;
 inline constexpr std::uint64_t max_manifest_bytes = 16ull << 20;
 inline constexpr std::size_t max_folder_files = 100'000;
 inline constexpr int max_folder_depth = 32;
-// Files are hashed in chunks of this size: memory stays bounded whatever a file's size.
-inline constexpr std::size_t folder_hash_chunk_bytes = 4u << 20;
+// Files are hashed in chunks of this size: memory stays bounded whatever a file's size. Small
+// enough to stay in a core's L2 between the read's copy and the hash, and to fault in fast: each
+// check allocates its chunk afresh, and under a hypervisor (10 us a 4 KiB fault on one VM) a
+// 4 MiB chunk's faults tripled the check of a 48 MiB checkpoint (29 ms against 10 ms).
+inline constexpr std::size_t folder_hash_chunk_bytes = 256u << 10;
 // The cap on a checkpoint the supervisor reads (a file, or a folder's files together) when the
 // caller names none; the daemon's is its `max_checkpoint_mib` setting.
 inline constexpr std::uint64_t default_max_checkpoint_bytes = 1ull << 30;
@@ -57,8 +60,8 @@ struct file_hash {
   std::uint64_t xxh64 = 0;
 };
 result<file_hash> hash_file(os::env& e, const std::filesystem::path& path);
-// The same for a file a worker controls, opened with os::env::new_untrusted_readable_file: no links,
-// no FIFOs or devices, at most limits.max_bytes, inside limits.within.
+// The same for a file a worker controls, opened with os::env::new_untrusted_readable_file: no
+// links, no FIFOs or devices, at most limits.max_bytes, inside limits.within.
 result<file_hash> hash_file(os::env& e, const std::filesystem::path& path,
                             const os::untrusted_file_limits& limits);
 
