@@ -4,7 +4,10 @@
 // bandwidth (a STREAM-style triad over arrays far larger than the caches). worker_bench divides
 // its own figures by these, so that "49 GFLOP/s" reads as "half the peak" on any CPU: the
 // machines this project is measured on differ from session to session (AVX-512 or not).
-// Stateless functions; each call runs its loop afresh (about `seconds` of wall time).
+// Stateless functions; each call runs its loop afresh (about `seconds` of wall time). Also what
+// memory the process has never touched costs to fault in, which sets a floor under a shard
+// switch: the next worker's state and the new checkpoint's page cache both land in fresh memory,
+// and under a hypervisor that costs ten times what it does on bare metal.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #endif
 
 #include "os/env.h"
+#include "os/huge_pages.h"
 
 namespace baton::bench {
 
@@ -172,6 +176,34 @@ inline double stream_triad_bytes_per_second(int threads, int passes) {
   volatile float sink = a[n / 2];
   (void)sink;
   return best;
+}
+
+// Milliseconds to fault in `bytes` of memory the process has never touched, one write per 4 KiB,
+// on huge pages where the OS gives them (`huge`) or as it backs a plain allocation, once in each
+// of `runs` buffers allocated afresh and given back (from 32 MiB on, glibc maps and unmaps every
+// such buffer, so none is recycled warm by the process). The first run and the median: the
+// kernel hands a freed huge page straight back, while one a hypervisor has taken back meanwhile
+// (a balloon's free page reporting) costs it far more to back again, and the first run meets
+// those. Both -1 where there is no memory for it.
+struct fault_in_ms {
+  double first = -1;
+  double median = -1;
+};
+inline fault_in_ms fresh_fault_in_ms(std::size_t bytes, bool huge, int runs) {
+  std::vector<double> ms;
+  for (int r = 0; r < runs; ++r) {
+    auto* p = static_cast<char*>(os::allocate_large_buffer(bytes));
+    if (p == nullptr) return {};
+    if (huge) os::advise_huge_pages(p, bytes);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < bytes; i += 4096) static_cast<volatile char*>(p)[i] = 1;
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    os::free_large_buffer(p);
+  }
+  const double first = ms.front();
+  std::sort(ms.begin(), ms.end());
+  return {first, ms[ms.size() / 2]};
 }
 
 }  // namespace baton::bench

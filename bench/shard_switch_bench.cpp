@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "bench_figures.h"
+#include "machine_peaks.h"
 #include "os/env.h"
 #include "os/process.h"
 
@@ -52,6 +53,23 @@ using baton::bench::median;
 const char* const baton::bench::bench_name = "shard_switch_bench";
 
 namespace {
+
+// What fresh memory costs here, beside the CPU's name: a switch fills the next worker's state
+// (48 MiB for the seed job) and a checkpoint's page cache from memory never touched before, and
+// under a hypervisor that alone can take a large part of the switch (10 us a 4 KiB fault, and
+// up to 2-4 ms a huge page the host backs afresh, on one VM). Without it, a switch figure from
+// a VM reads like a regression against one from bare metal.
+void print_fresh_memory() {
+  constexpr std::size_t bytes = std::size_t{48} << 20;
+  const auto huge = baton::bench::fresh_fault_in_ms(bytes, true, 5);
+  const auto small = baton::bench::fresh_fault_in_ms(bytes, false, 5);
+  if (huge.first < 0 || small.first < 0) die("no memory to measure fresh memory with");
+  std::printf(
+      "fresh memory: 48 MiB (about the seed job's worker state) faults in in %.1f ms on huge "
+      "pages (%.1f the first time), %.1f ms as plain memory (%.2f us per 4 KiB); medians of 5\n",
+      huge.median, huge.first, small.median,
+      small.median * 1000.0 / static_cast<double>(bytes / 4096));
+}
 
 struct run_result {
   double seconds = 0;
@@ -258,6 +276,7 @@ int side_by_side(const fs::path& dir, int epochs, int pairs, bool quick,
       "the same time on CPUs %d and %d\n",
       quick ? " --quick (500 samples)" : "", epochs, pairs, cpus[0], cpus[1]);
   std::printf("CPU: %s\n", cpu_model().c_str());
+  print_fresh_memory();
   std::printf(
       "median ratio, %zu shards / one shard beside it: %.3f (goal <= 1.05: %s); range %.3f "
       "to %.3f\n",
@@ -397,6 +416,7 @@ int main(int argc, char** argv) {
               quick ? " --quick (500 samples)" : "", epochs,
               threads == 0 ? "auto" : std::to_string(threads).c_str(), pairs);
   std::printf("CPU: %s\n", cpu_model().c_str());
+  print_fresh_memory();
   std::printf("median: %zu shards %.3f s, one shard %.3f s; ratio %.3f (goal <= 1.05: %s)\n",
               sharded_workers, ms, mw, ms / mw, ms / mw <= 1.05 ? "PASS" : "FAIL");
   // On a machine whose speed drifts between rounds (a shared VM), the ratio within each round,
