@@ -65,8 +65,9 @@ void print_fresh_memory() {
   const auto small = baton::bench::fresh_fault_in_ms(bytes, false, 5);
   if (huge.first < 0 || small.first < 0) die("no memory to measure fresh memory with");
   std::printf(
-      "fresh memory: 48 MiB (about the seed job's worker state) faults in in %.1f ms on huge "
-      "pages (%.1f the first time), %.1f ms as plain memory (%.2f us per 4 KiB); medians of 5\n",
+      "fresh memory: faulting in 48 MiB (about the seed job's worker state) takes %.1f ms on "
+      "huge pages (%.1f ms the first time), %.1f ms on 4 KiB pages (%.2f us a page); medians "
+      "of 5\n",
       huge.median, huge.first, small.median,
       small.median * 1000.0 / static_cast<double>(bytes / 4096));
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <new>
 #include <span>
@@ -53,7 +54,7 @@ void fault_in(S* p, std::size_t n) {
 // Readies [p, p + n), just allocated and not yet written, as `fill` says: huge pages advised
 // first (a large buffer then faults in 2 MiB at a time, whoever writes it first; a small one is
 // left alone), then zeroed, faulted in, or left as it is. The one place every kind of storage
-// (make_storage's arrays, a layer's Eigen matrices) is readied.
+// (make_storage's arrays, and through them a layer's kernel; a layer's bias) is readied.
 template <class S>
 void prepare_storage(S* p, std::size_t n, storage_fill fill) {
   os::advise_huge_pages(p, n * sizeof(S));
@@ -86,6 +87,7 @@ using storage = std::unique_ptr<S[], storage_free>;
 template <class S>
 storage<S> make_storage(std::size_t n, storage_fill fill) {
   static_assert(std::is_trivial_v<S>);
+  if (n > std::numeric_limits<std::size_t>::max() / sizeof(S)) throw std::bad_array_new_length();
   storage<S> p(static_cast<S*>(os::allocate_large_buffer(n * sizeof(S))));
   if (!p) throw std::bad_alloc();
   prepare_storage(p.get(), n, fill);

@@ -27,7 +27,8 @@ std::size_t advise_huge_pages(void* data, std::size_t bytes) {
 void* allocate_large_buffer(std::size_t bytes) noexcept {
   std::size_t align = 64;
 #ifdef MADV_HUGEPAGE
-  // The huge page's head start costs no memory: the skipped address space is never touched.
+  // The head start costs no memory: glibc unmaps the skipped part of a large mapping, or gives
+  // it back to its heap, bar the chunk header it writes just below the returned address.
   if (bytes >= (std::size_t{2} << 20)) align = std::size_t{2} << 20;
 #endif
   void* p = nullptr;
