@@ -24,6 +24,27 @@ std::size_t advise_huge_pages(void* data, std::size_t bytes) {
 #endif
 }
 
+bool populate_pages(void* data, std::size_t bytes) {
+#if defined(__linux__)
+#ifndef MADV_POPULATE_WRITE
+  constexpr int populate_write = 23;  // <linux/mman.h> since 5.14; older glibc headers lack it
+#else
+  constexpr int populate_write = MADV_POPULATE_WRITE;
+#endif
+  constexpr std::uintptr_t page = 4096;
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = (begin + page - 1) & ~(page - 1);
+  const std::uintptr_t last = (begin + bytes) & ~(page - 1);
+  if (last <= first) return false;
+  // EINVAL before 5.14: the writes that follow fault the pages in.
+  return ::madvise(reinterpret_cast<void*>(first), last - first, populate_write) == 0;
+#else
+  (void)data;
+  (void)bytes;
+  return false;
+#endif
+}
+
 void* allocate_large_buffer(std::size_t bytes) noexcept {
   std::size_t align = 64;
 #ifdef MADV_HUGEPAGE
