@@ -21,10 +21,6 @@
 #include <immintrin.h>
 #endif
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "os/env.h"
 #include "os/huge_pages.h"
 
@@ -199,13 +195,11 @@ inline fault_in_ms fresh_fault_in_ms(std::size_t bytes, bool huge, int runs) {
   for (int r = 0; r < runs; ++r) {
     auto* p = static_cast<char*>(os::allocate_large_buffer(bytes));
     if (p == nullptr) return {};
+    // Where THP is `always`, a 2 MiB-aligned buffer would get huge pages unasked.
     if (huge) {
       os::advise_huge_pages(p, bytes);
     } else {
-#if defined(MADV_NOHUGEPAGE)
-      // Where THP is `always`, a 2 MiB-aligned buffer would get huge pages unasked.
-      ::madvise(p, bytes & ~std::size_t{4095}, MADV_NOHUGEPAGE);
-#endif
+      os::advise_small_pages(p, bytes);
     }
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < bytes; i += 4096) static_cast<volatile char*>(p)[i] = 1;

@@ -23,6 +23,11 @@ namespace baton::os {
 // and where the OS has no such advice or refuses it (a hint: never an error).
 std::size_t advise_huge_pages(void* data, std::size_t bytes);
 
+// The opposite advice, for the pages wholly inside [data, data + bytes): small pages even where
+// the OS would give huge ones unasked (THP `always`). For a measurement of small pages' cost;
+// returns how many bytes were advised (0 where the OS has no such advice).
+std::size_t advise_small_pages(void* data, std::size_t bytes);
+
 // Makes the pages wholly inside [data, data + bytes) resident and writable in one call (Linux
 // 5.14's MADV_POPULATE_WRITE), their contents unchanged, rather than in a page fault each on
 // first write: under a hypervisor a fault can cost 10 us a 4 KiB page, and the call takes half

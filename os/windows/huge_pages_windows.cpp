@@ -12,6 +12,13 @@ std::size_t advise_huge_pages(void* data, std::size_t bytes) {
   return 0;
 }
 
+// Nothing to undo: Windows never gives an ordinary allocation large pages.
+std::size_t advise_small_pages(void* data, std::size_t bytes) {
+  (void)data;
+  (void)bytes;
+  return 0;
+}
+
 // PrefetchVirtualMemory reads pages in from their backing store; it does not commit fresh ones.
 bool populate_pages(void* data, std::size_t bytes) {
   (void)data;

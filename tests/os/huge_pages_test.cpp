@@ -74,3 +74,19 @@ TEST_CASE("populate_pages makes whole pages resident and leaves every byte as it
   CHECK_FALSE(baton::os::populate_pages(p, 0));
   baton::os::free_large_buffer(p);
 }
+
+TEST_CASE("advise_small_pages advises only whole pages inside the buffer", "[unit][huge_pages]") {
+  constexpr std::size_t bytes = std::size_t{4} << 20;
+  auto* p = static_cast<char*>(baton::os::allocate_large_buffer(bytes));
+  REQUIRE(p != nullptr);
+#if defined(__linux__)
+  CHECK(baton::os::advise_small_pages(p, bytes) == bytes);
+  CHECK(baton::os::advise_small_pages(p + 1, 2 * 4096) == 4096);
+#else
+  CHECK(baton::os::advise_small_pages(p, bytes) == 0);
+#endif
+  CHECK(baton::os::advise_small_pages(p + 1, 4096) == 0);  // no whole page inside
+  p[0] = 'a';
+  CHECK(p[0] == 'a');
+  baton::os::free_large_buffer(p);
+}
